@@ -1,0 +1,38 @@
+# The commands a user types. `make setup` once, then `make demo`, `make test`, `make bench`.
+SHELL := /bin/bash
+export PATH := $(HOME)/.local/bin:$(PATH)
+# MuJoCo renders off-screen through EGL (Mesa's llvmpipe on a machine without a GPU).
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+UV ?= uv
+PYTEST_ARGS ?=
+
+.PHONY: setup uv system-deps sync test test-fast demo bench lock
+
+setup: uv system-deps sync
+
+uv:
+	@command -v $(UV) >/dev/null || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
+
+system-deps:
+	bash scripts/install_system_deps.sh
+
+sync:
+	$(UV) sync --locked --all-packages --all-extras
+
+lock:
+	$(UV) lock
+
+# Every test but the GPU ones; simulator tests included.
+test:
+	$(UV) run --locked pytest -m "not gpu" $(PYTEST_ARGS)
+
+# The quick loop while developing: no slow and no simulator tests.
+test-fast:
+	$(UV) run --locked pytest -m "not gpu and not slow and not sim" $(PYTEST_ARGS)
+
+demo:
+	$(UV) run --locked python -m vlarl_envs.demo --out demo_output
+
+bench:
+	$(UV) run --locked python benchmarks/env_overhead.py
