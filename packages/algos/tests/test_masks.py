@@ -1,0 +1,103 @@
+"""Loss masks, length-normalized weights and masked statistics."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vlarl_algos import (
+    explained_variance,
+    first_done_mask,
+    length_normalized_weights,
+    masked_mean,
+    normalize_advantages,
+)
+
+
+def test_first_done_mask_keeps_the_done_step_and_masks_the_rest():
+    # Env 0 finishes on step 1, env 1 never, env 2 had finished before the rollout.
+    dones = torch.tensor(
+        [[0, 0, 1], [0, 0, 0], [1, 0, 0], [0, 0, 0], [1, 0, 1]], dtype=torch.bool
+    )
+    expected = torch.tensor(
+        [[1, 1, 0], [1, 1, 0], [0, 1, 0], [0, 1, 0]], dtype=torch.bool
+    )
+    assert torch.equal(first_done_mask(dones), expected)
+
+
+def test_first_done_mask_action_level_masks_sub_steps_after_the_done():
+    # One env, two chunks of three actions; the episode ends after sub-step 1 of chunk 0.
+    dones = torch.zeros(3, 1, 3, dtype=torch.bool)
+    dones[1, 0, 1] = True
+    mask = first_done_mask(dones)
+    assert mask.shape == (2, 1, 3)
+    assert mask[:, 0].tolist() == [[True, True, False], [False, False, False]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(num_steps=st.integers(1, 20), batch=st.integers(1, 5), seed=st.integers(0, 2**31 - 1))
+def test_first_done_mask_action_level_with_one_action_equals_chunk_level(num_steps, batch, seed):
+    generator = torch.Generator().manual_seed(seed)
+    dones = torch.rand(num_steps + 1, batch, generator=generator) < 0.2
+    assert torch.equal(first_done_mask(dones.unsqueeze(-1)).squeeze(-1), first_done_mask(dones))
+
+
+def test_length_normalized_weights_make_the_mean_a_mean_over_trajectories():
+    x = torch.tensor([[1.0, 10.0], [3.0, 0.0], [5.0, 0.0]])
+    mask = torch.tensor([[1, 1], [1, 0], [1, 0]], dtype=torch.bool)
+    weights = length_normalized_weights(mask)
+    # Trajectory means are 3 and 10; each counts once whatever its length.
+    torch.testing.assert_close(masked_mean(x, weights), torch.tensor(6.5))
+    torch.testing.assert_close(masked_mean(x, mask), torch.tensor(19.0 / 4.0))
+
+
+def test_length_normalized_weights_give_an_empty_trajectory_no_weight():
+    mask = torch.tensor([[1, 0], [1, 0]], dtype=torch.bool)
+    weights = length_normalized_weights(mask)
+    torch.testing.assert_close(weights, torch.tensor([[0.5, 0.0], [0.5, 0.0]]))
+
+
+def test_masked_mean_ignores_nan_under_the_mask_and_broadcasts_over_trailing_axes():
+    x = torch.tensor([[[1.0, 3.0]], [[float("nan"), float("inf")]]], requires_grad=True)
+    mask = torch.tensor([[True], [False]])
+    mean = masked_mean(x, mask)
+    mean.backward()
+    torch.testing.assert_close(mean, torch.tensor(2.0))
+    assert torch.isfinite(x.grad).all()
+
+
+def test_masked_mean_of_an_all_masked_input_is_zero():
+    assert masked_mean(torch.ones(3, 2), torch.zeros(3, dtype=torch.bool)).item() == 0.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(2, 50), pad=st.integers(0, 20), seed=st.integers(0, 2**31 - 1))
+def test_normalize_advantages_uses_masked_entries_only(n, pad, seed):
+    generator = torch.Generator().manual_seed(seed)
+    real = torch.randn(n, generator=generator, dtype=torch.float64) * 3 + 1
+    padded = torch.cat([real, 1e6 * torch.randn(pad, generator=generator, dtype=torch.float64)])
+    mask = torch.arange(n + pad) < n
+    normalized = normalize_advantages(padded, mask)
+    torch.testing.assert_close(normalized[:n], (real - real.mean()) / (real.std() + 1e-8))
+    assert torch.all(normalized[n:] == 0)
+
+
+def test_explained_variance():
+    returns = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    torch.testing.assert_close(explained_variance(returns, returns), torch.tensor(1.0))
+    torch.testing.assert_close(explained_variance(torch.full((4,), 2.5), returns), torch.tensor(0.0))
+    mask = torch.tensor([True, True, True, False])
+    noisy = torch.tensor([1.0, 2.0, 3.0, 100.0])
+    torch.testing.assert_close(explained_variance(noisy, returns, mask), torch.tensor(1.0))
+    assert torch.isnan(explained_variance(returns, torch.ones(4)))
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3, 4, 5)])
+def test_first_done_mask_rejects_wrong_dims(shape):
+    with pytest.raises(ValueError, match=r"dones must have shape \[T \+ 1, B\] or \[T \+ 1, B, C\]"):
+        first_done_mask(torch.zeros(shape))
+
+
+def test_masked_mean_rejects_a_mask_that_is_not_a_prefix():
+    with pytest.raises(ValueError, match="loss_mask must have the leading shape of x"):
+        masked_mean(torch.zeros(4, 3), torch.ones(3, dtype=torch.bool))
