@@ -1,0 +1,230 @@
+"""MetaWorld v3 (Sawyer, MuJoCo) behind the vlarl contract.
+
+Task Description:
+    One of the 50 MetaWorld v3 tasks (``reach-v3``, ``pick-place-v3``, ...), or a set of them
+    (MT10, MT50, ML45 train/test) with the task drawn per reset or fixed by
+    ``options["task"]``. The instruction comes from ``METAWORLD_INSTRUCTIONS``.
+
+Randomizations:
+    Object and goal positions are drawn uniformly from the task's own reset space with a
+    generator seeded by ``(split stream, episode_id)``, so the same episode id replays the
+    same initial state, and the ``test``/``semantic`` splits never share initial states
+    with ``train``.
+
+Success Conditions:
+    MetaWorld's own ``info["success"]``. The episode terminates on success unless
+    ``terminate_on_success=False`` and truncates after ``horizon`` steps.
+
+Observations: ``main_images`` from the ``corner2`` camera (rolled 180 degrees by MetaWorld,
+rotated back here), ``states`` = hand xyz + gripper opening (4,), ``privileged_state`` =
+MetaWorld's full 39-D vector with the goal visible (what scripted experts and state-based
+learners need), and ``task_description``. Actions are MetaWorld's own normalized 4-D
+(xyz delta, gripper effort).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+if sys.platform.startswith("linux"):
+    # Off-screen rendering without a display; must be set before mujoco is imported.
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from vlarl_envs.contract import (
+    check_obs_mode,
+    observation_space,
+    validate_action,
+    validate_choice,
+    validate_options,
+)
+from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
+from vlarl_envs.metaworld.tasks import load_metaworld
+
+SPLIT_STREAMS = {"train": 0, "test": 1, "semantic": 1}
+"""Initial-state stream per split: ``semantic`` replays ``test``'s states with paraphrased
+instructions, so the two differ only in language."""
+
+PARAPHRASED_SPLITS = frozenset({"semantic"})
+HAND_LOW = np.array([-0.525, 0.348, -0.0525, -1.0])
+HAND_HIGH = np.array([0.525, 1.025, 0.7, 1.0])
+PRIVILEGED_STATE_DIM = 39
+MAIN_CAMERA = "corner2"
+
+
+class MetaWorldEnv(gym.Env):
+    """One or several MetaWorld v3 tasks with instructions, images and replayable episodes."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 80}
+
+    def __init__(
+        self,
+        tasks: Sequence[str],
+        env_id: str = "vlarl/MetaWorld",
+        obs_mode: str = "rgb",
+        image_size: int | tuple[int, int] = 224,
+        fast_render: bool = True,
+        horizon: int = 200,
+        terminate_on_success: bool = True,
+        split: str = "train",
+        render_mode: str | None = None,
+    ) -> None:
+        """
+        Args:
+            tasks: MetaWorld task names this env draws from (one for a single task).
+            env_id: the registered id, used in error messages.
+            obs_mode: "rgb" (images + state) or "state".
+            image_size: camera resolution, int or (H, W); default 224x224.
+            fast_render: no shadows and no multisampling, 5-10x faster on CPU at small sizes.
+            horizon: steps before truncation.
+            terminate_on_success: end the episode on the first success step.
+            split: default split for resets without ``options["split"]``.
+            render_mode: None or "rgb_array" (returns the main camera image).
+        """
+        self._metaworld = load_metaworld()
+        self.env_id = env_id
+        known = self._metaworld.ALL_V3_ENVIRONMENTS
+        if not tasks:
+            raise ValueError(f"{env_id}: expected at least one task, got none")
+        for task in tasks:
+            validate_choice(env_id, "MetaWorld task", task, known)
+        check_obs_mode(obs_mode)
+        validate_choice(env_id, "split", split, SPLIT_STREAMS)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if horizon <= 0:
+            raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
+        self.tasks = tuple(tasks)
+        self.obs_mode = obs_mode
+        self.image_size = image_size
+        self.fast_render = fast_render
+        self.horizon = int(horizon)
+        self.terminate_on_success = terminate_on_success
+        self.split = split
+        self.render_mode = render_mode
+        self.observation_space = observation_space(
+            obs_mode,
+            image_size,
+            HAND_LOW,
+            HAND_HIGH,
+            extra={
+                "privileged_state": spaces.Box(-np.inf, np.inf, (PRIVILEGED_STATE_DIM,), np.float32),
+            },
+        )
+        self.action_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self._simulators: dict[str, Any] = {}
+        self._task: str | None = None
+        self._instruction = ""
+        self._elapsed = 0
+        self._last_image: np.ndarray | None = None
+
+    @property
+    def task(self) -> str | None:
+        """The task of the current episode (None before the first reset)."""
+        return self._task
+
+    @property
+    def simulator(self) -> Any:
+        """The MetaWorld env of the current task, for inspection (camera, model, data)."""
+        if self._task is None:
+            raise RuntimeError(f"{self.env_id}: call reset() first")
+        return self._simulators[self._task]
+
+    def _simulator(self, task: str) -> Any:
+        """The MetaWorld env of ``task``, built on first use (1-2 s each)."""
+        if task not in self._simulators:
+            env_cls = self._metaworld.ALL_V3_ENVIRONMENTS[task]
+            height, width = self.observation_space["main_images"].shape[:2] if self.obs_mode == "rgb" else (64, 64)
+            simulator = env_cls(
+                render_mode="rgb_array" if self._renders() else None,
+                camera_name=MAIN_CAMERA,
+                width=width,
+                height=height,
+            )
+            if self.fast_render:
+                simulator.model.vis.quality.shadowsize = 0
+                simulator.model.vis.quality.offsamples = 0
+            simulator.max_path_length = self.horizon + 1  # the truncation is ours
+            # set_task marks the task set and makes the goal observable; its position
+            # vector is then replaced by the seeded draw of every reset.
+            reset_dim = simulator._random_reset_space.low.size
+            task_data = {"env_cls": env_cls, "rand_vec": np.zeros(reset_dim), "partially_observable": False}
+            simulator.set_task(self._metaworld.Task(env_name=task, data=pickle.dumps(task_data)))
+            simulator._freeze_rand_vec = False
+            simulator.seeded_rand_vec = True
+            self._simulators[task] = simulator
+        return self._simulators[task]
+
+    def _renders(self) -> bool:
+        return self.obs_mode == "rgb" or self.render_mode == "rgb_array"
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = validate_options(self.env_id, options)
+        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLIT_STREAMS)
+        episode_id = options.get("episode_id")
+        if episode_id is None:
+            episode_id = int(self.np_random.integers(2**31))
+        rng = np.random.default_rng([SPLIT_STREAMS[split], int(episode_id)])
+        if "task" in options:
+            task = validate_choice(self.env_id, "task", options["task"], self.tasks)
+        else:
+            task = self.tasks[int(rng.integers(len(self.tasks)))]
+        simulator = self._simulator(task)
+        # MetaWorld draws object and goal positions from its own generator, rejecting
+        # invalid layouts; seeding that generator per episode makes the layout replayable.
+        simulator.np_random = np.random.default_rng(rng.integers(2**63))
+        sim_obs, _ = simulator.reset()
+        self._task = task
+        self._instruction = METAWORLD_INSTRUCTIONS.choose(task, split in PARAPHRASED_SPLITS, rng)
+        self._elapsed = 0
+        info = {"success": False, "is_success": False, "task": task, "episode_id": int(episode_id), "split": split}
+        return self._observation(sim_obs), info
+
+    def step(self, action):
+        if self._task is None:
+            raise RuntimeError(f"{self.env_id}: call reset() before step()")
+        action = validate_action(self.env_id, action, self.action_space)
+        sim_obs, reward, _, _, sim_info = self._simulators[self._task].step(action)
+        self._elapsed += 1
+        success = bool(sim_info["success"])
+        terminated = success and self.terminate_on_success
+        truncated = self._elapsed >= self.horizon and not terminated
+        info = {"success": success, "is_success": success, "task": self._task}
+        return self._observation(sim_obs), float(reward), terminated, truncated, info
+
+    def _observation(self, sim_obs: np.ndarray) -> dict[str, Any]:
+        privileged = np.asarray(sim_obs, dtype=np.float32)
+        observation: dict[str, Any] = {}
+        self._last_image = None
+        if self.obs_mode == "rgb":
+            observation["main_images"] = self._render_main_camera()
+        observation["states"] = privileged[:4].copy()
+        observation["task_description"] = self._instruction
+        observation["privileged_state"] = privileged
+        return observation
+
+    def _render_main_camera(self) -> np.ndarray:
+        frame = self._simulators[self._task].render()
+        # corner2 is mounted rolled by 180 degrees: rotate (not mirror) to keep handedness.
+        self._last_image = np.ascontiguousarray(frame[::-1, ::-1])
+        return self._last_image
+
+    def render(self):
+        if self.render_mode != "rgb_array" or self._task is None:
+            return None
+        return self._last_image if self._last_image is not None else self._render_main_camera()
+
+    def close(self):
+        for simulator in self._simulators.values():
+            simulator.close()
+        self._simulators.clear()
+        super().close()

@@ -1,0 +1,61 @@
+"""Instructions for the 50 MetaWorld v3 tasks: a canonical sentence and three paraphrases each.
+
+Written from what each task asks of the robot (its success condition), not from the task id.
+"""
+
+from vlarl_envs.instructions import InstructionSet
+
+METAWORLD_INSTRUCTIONS = InstructionSet(
+    {
+        "assembly-v3": ("put the ring onto the peg", "pick up the nut and slide it down over the peg", "fit the ring around the peg", "assemble the nut onto the peg"),
+        "basketball-v3": ("dunk the ball into the basket", "pick up the ball and drop it through the hoop", "score the ball in the basket", "put the ball in the hoop"),
+        "bin-picking-v3": ("move the cube from the left bin into the right bin", "pick the block out of one bin and drop it in the other", "transfer the cube to the second bin", "carry the block over into the other bin"),
+        "box-close-v3": ("put the lid on the box", "grasp the lid and close the box with it", "cover the box with its lid", "place the lid onto the box"),
+        "button-press-topdown-v3": ("press the button down from above", "push the button from the top", "press down on the top of the button", "push the button downward"),
+        "button-press-topdown-wall-v3": ("press the button down from above, next to the wall", "push the button from the top beside the wall", "reach past the wall and press the button down", "press down on the button by the wall"),
+        "button-press-v3": ("press the button in", "push the button forward", "press the button on the front of the box", "push the button straight in"),
+        "button-press-wall-v3": ("press the button behind the wall", "reach around the wall and push the button", "push in the button that the wall hides", "press the button past the wall"),
+        "coffee-button-v3": ("press the button on the coffee machine", "push the coffee machine's button", "start the coffee machine with its button", "press the coffee maker button"),
+        "coffee-pull-v3": ("pull the mug away from the coffee machine", "slide the cup out from under the coffee machine", "drag the mug back from the coffee maker", "take the mug away from the machine"),
+        "coffee-push-v3": ("push the mug under the coffee machine", "slide the cup beneath the coffee machine's spout", "move the mug into the coffee maker", "push the cup under the machine"),
+        "dial-turn-v3": ("turn the dial", "rotate the knob", "twist the dial around", "spin the dial to the target"),
+        "disassemble-v3": ("lift the ring off the peg", "pull the nut up and off the peg", "take the ring off the peg", "remove the nut from the peg"),
+        "door-close-v3": ("close the door", "push the door shut", "swing the door closed", "shut the open door"),
+        "door-lock-v3": ("lock the door by turning the lock down", "turn the door's lock to lock it", "rotate the lock on the door down", "lock the door"),
+        "door-open-v3": ("open the door", "pull the door open by its handle", "swing the door open", "open the closed door"),
+        "door-unlock-v3": ("unlock the door by turning the lock", "turn the door's lock to unlock it", "rotate the lock on the door up", "unlock the door"),
+        "hand-insert-v3": ("put the block into the hole in the table", "push the cube down into the hole", "insert the block into the opening", "drop the cube in the hole"),
+        "drawer-close-v3": ("push the drawer closed", "close the drawer", "slide the drawer shut", "shut the open drawer"),
+        "drawer-open-v3": ("pull the drawer open", "open the drawer", "slide the drawer out", "draw the drawer open by its handle"),
+        "faucet-open-v3": ("turn the faucet on", "rotate the faucet handle to open it", "open the tap", "twist the faucet open"),
+        "faucet-close-v3": ("turn the faucet off", "rotate the faucet handle to close it", "close the tap", "twist the faucet shut"),
+        "hammer-v3": ("hammer the nail into the wall", "pick up the hammer and drive the nail in", "use the hammer to knock the nail in", "pound the nail with the hammer"),
+        "handle-press-side-v3": ("press the handle down from the side", "push the side handle downward", "press down on the handle from its side", "push the handle down sideways"),
+        "handle-press-v3": ("press the handle down", "push the handle downward", "press down on the handle", "push the handle all the way down"),
+        "handle-pull-side-v3": ("pull the handle up from the side", "lift the side handle upward", "raise the handle from its side", "pull the handle up sideways"),
+        "handle-pull-v3": ("pull the handle up", "lift the handle upward", "raise the handle", "pull the handle all the way up"),
+        "lever-pull-v3": ("pull the lever up", "lift the lever", "raise the lever upward", "swing the lever up"),
+        "pick-place-wall-v3": ("pick up the puck and place it at the goal behind the wall", "lift the puck over the wall to the target", "move the puck past the wall to the goal", "carry the puck over the wall"),
+        "pick-out-of-hole-v3": ("pick the peg out of the hole", "lift the peg up out of its hole", "pull the peg from the hole", "take the peg out of the hole"),
+        "pick-place-v3": ("pick up the puck and place it at the goal", "lift the puck and put it on the target", "move the puck to the goal position", "grab the puck and set it at the target"),
+        "plate-slide-v3": ("slide the plate into the goal", "push the plate forward into the net", "slide the plate to the target", "move the plate into the goal"),
+        "plate-slide-side-v3": ("slide the plate sideways into the goal", "push the plate to the side into the net", "slide the plate across into the goal", "move the plate sideways to the target"),
+        "plate-slide-back-v3": ("slide the plate back out of the goal", "pull the plate back from the net", "slide the plate out of the goal toward you", "drag the plate back out"),
+        "plate-slide-back-side-v3": ("slide the plate sideways out of the goal", "pull the plate out of the net to the side", "slide the plate back out sideways", "drag the plate out of the goal sideways"),
+        "peg-insert-side-v3": ("insert the peg into the hole from the side", "push the peg sideways into the hole", "slide the peg into the side hole", "put the peg in the hole"),
+        "peg-unplug-side-v3": ("unplug the peg from the side", "pull the peg out sideways", "slide the peg out of its socket", "remove the peg from the hole"),
+        "soccer-v3": ("kick the ball into the goal", "push the soccer ball into the net", "score the ball in the goal", "roll the ball into the goal"),
+        "stick-push-v3": ("use the stick to push the thermos to the goal", "grab the stick and push the bottle with it", "push the thermos to the target with the stick", "pick up the stick and shove the thermos forward"),
+        "stick-pull-v3": ("use the stick to pull the thermos to the goal", "grab the stick and pull the bottle with it", "pull the thermos to the target with the stick", "pick up the stick and drag the thermos back"),
+        "push-v3": ("push the puck to the goal", "slide the puck to the target", "shove the puck to the goal position", "push the puck across the table to the target"),
+        "push-wall-v3": ("push the puck around the wall to the goal", "slide the puck past the wall to the target", "push the puck behind the wall", "move the puck around the wall"),
+        "push-back-v3": ("pull the puck back to the goal", "slide the puck toward you to the target", "drag the puck back to the goal", "bring the puck back to the target"),
+        "reach-v3": ("reach the goal position", "move the gripper to the target", "put the hand at the goal", "bring the gripper to the red target"),
+        "reach-wall-v3": ("reach the goal position over the wall", "move the gripper over the wall to the target", "reach over the wall to the goal", "bring the hand past the wall to the target"),
+        "shelf-place-v3": ("put the block on the shelf", "pick up the cube and place it on the shelf", "set the block on the shelf", "lift the cube onto the shelf"),
+        "sweep-into-v3": ("sweep the cube into the hole", "push the block into the hole in the table", "slide the cube into the opening", "sweep the block into the goal hole"),
+        "sweep-v3": ("sweep the cube off the table", "push the block off the edge of the table", "slide the cube off the table", "sweep the block over the edge"),
+        "window-open-v3": ("slide the window open", "open the window", "push the window to open it", "slide the window sideways to open it"),
+        "window-close-v3": ("slide the window closed", "close the window", "push the window shut", "slide the window sideways to close it"),
+    }
+)

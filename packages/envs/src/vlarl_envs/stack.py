@@ -1,0 +1,34 @@
+"""Composes a simulator env with the contract's wrappers in their fixed order."""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium as gym
+
+from vlarl_envs.wrappers import ActionChunk, EpisodeStatistics, RecordVideo, RewardMode
+
+
+def wrap_contract(
+    env: gym.Env,
+    reward_mode: str = "sparse",
+    action_chunk: int | None = None,
+    video_dir: str | os.PathLike | None = None,
+    video_fps: int = 10,
+) -> gym.Env:
+    """simulator (with instruction) -> reward mode -> action chunk -> episode statistics -> video.
+
+    Args:
+        env: the simulator env, already producing the contract's observations.
+        reward_mode: "sparse", "only_at_end" or "dense".
+        action_chunk: None for single actions, or C for ``(C, A)`` chunk actions.
+        video_dir: where to write episode mp4s; None records nothing.
+        video_fps: frames per second of those videos.
+    """
+    env = RewardMode(env, reward_mode)
+    if action_chunk is not None:
+        env = ActionChunk(env, action_chunk)
+    env = EpisodeStatistics(env)
+    if video_dir is not None:
+        env = RecordVideo(env, video_dir, fps=video_fps)
+    return env

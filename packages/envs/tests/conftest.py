@@ -1,0 +1,47 @@
+"""A tiny deterministic env under the vlarl contract, for testing wrappers without a simulator.
+
+It walks a counter: success holds from step ``success_from`` on; the simulator's reward is
+the step index.
+"""
+
+import gymnasium as gym
+import pytest
+import numpy as np
+
+from vlarl_envs.contract import observation_space, validate_action
+
+
+class CounterEnv(gym.Env):
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, success_from=3, horizon=6, terminate_on_success=False, image_size=16):
+        self.success_from = success_from
+        self.horizon = horizon
+        self.terminate_on_success = terminate_on_success
+        self.observation_space = observation_space("rgb", image_size, np.zeros(1), np.full(1, 100.0))
+        self.action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        self.steps = 0
+        self.received = []
+
+    def _obs(self):
+        image = np.full(self.observation_space["main_images"].shape, self.steps * 10, np.uint8)
+        return {"main_images": image, "states": np.array([self.steps], np.float32), "task_description": "count up"}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return self._obs(), {"success": False}
+
+    def step(self, action):
+        self.received.append(validate_action("toy", action, self.action_space))
+        self.steps += 1
+        success = self.steps >= self.success_from
+        terminated = success and self.terminate_on_success
+        truncated = self.steps >= self.horizon and not terminated
+        return self._obs(), float(self.steps), terminated, truncated, {"success": success}
+
+
+@pytest.fixture
+def counter_env():
+    """The CounterEnv class, to build with per-test arguments."""
+    return CounterEnv

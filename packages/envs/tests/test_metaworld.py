@@ -1,0 +1,225 @@
+"""MetaWorld under the vlarl contract. Needs the simulator (an error in CI when missing)."""
+
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from vlarl_envs.testing import require_simulator
+
+require_simulator("metaworld")
+
+import vlarl_envs  # noqa: E402  (registers the ids once the simulator is known to exist)
+from vlarl_envs.metaworld import METAWORLD_INSTRUCTIONS, METAWORLD_TASKS, scripted_expert  # noqa: E402
+from vlarl_envs.wrappers import StateOnlyObservation  # noqa: E402
+
+pytestmark = pytest.mark.sim
+
+
+def test_task_list_matches_metaworld():
+    import metaworld
+
+    assert set(METAWORLD_TASKS) == set(metaworld.ALL_V3_ENVIRONMENTS)
+    assert len(METAWORLD_TASKS) == 50
+
+
+def test_instructions_are_sentences_not_task_ids():
+    for task in METAWORLD_TASKS:
+        canonical = METAWORLD_INSTRUCTIONS.canonical(task)
+        assert canonical != task.removesuffix("-v3").replace("-", " ")
+        assert len(canonical.split()) >= 3
+        assert len(set(METAWORLD_INSTRUCTIONS.paraphrases(task))) >= 3
+        assert canonical not in METAWORLD_INSTRUCTIONS.paraphrases(task)
+
+
+def test_check_env_single_task_rgb():
+    env = gym.make("vlarl/MetaWorld-reach-v3", image_size=32)
+    check_env(env.unwrapped)
+    check_env(env, skip_render_check=True)
+    env.close()
+
+
+def test_state_only_view_passes_gymnasium_and_sb3_checkers():
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = StateOnlyObservation(gym.make("vlarl/MetaWorld-reach-v3", obs_mode="state"))
+    assert env.observation_space.shape == (39,)
+    check_env(env, skip_render_check=True)
+    sb3_check_env(env, warn=True)
+    env.close()
+
+
+@pytest.mark.slow
+def test_sb3_ppo_trains_on_state_view():
+    from stable_baselines3 import PPO
+
+    env = StateOnlyObservation(gym.make("vlarl/MetaWorld-reach-v3", obs_mode="state", reward_mode="dense"))
+    model = PPO("MlpPolicy", env, n_steps=500, batch_size=100, n_epochs=2, seed=0, device="cpu", verbose=0)
+    model.learn(total_timesteps=2000)
+    assert model.num_timesteps >= 2000
+    env.close()
+
+
+@pytest.mark.slow
+def test_check_env_mt50():
+    env = gym.make("vlarl/MetaWorld-MT50-v3", obs_mode="state")
+    check_env(env, skip_render_check=True)
+    tasks = {env.reset(options={"episode_id": k})[1]["task"] for k in range(12)}
+    assert len(tasks) > 5
+    _, info = env.reset(options={"task": "door-open-v3"})
+    assert info["task"] == "door-open-v3"
+    env.close()
+
+
+def test_make_in_fresh_interpreter_without_import():
+    code = (
+        "import gymnasium as gym\n"
+        "env = gym.make('vlarl_envs:vlarl/MetaWorld-reach-v3', obs_mode='state')\n"
+        "obs, info = env.reset(seed=0)\n"
+        "print(obs['task_description'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "reach the goal position" in result.stdout
+
+
+def test_same_episode_id_gives_identical_initial_observations():
+    env = gym.make("vlarl/MetaWorld-pick-place-v3", image_size=32)
+    first, _ = env.reset(seed=1, options={"episode_id": 7})
+    env.reset(seed=2, options={"episode_id": 8})
+    again, _ = env.reset(seed=3, options={"episode_id": 7})
+    np.testing.assert_array_equal(first["privileged_state"], again["privileged_state"])
+    np.testing.assert_array_equal(first["main_images"], again["main_images"])
+    other, _ = env.reset(options={"episode_id": 8})
+    assert not np.array_equal(first["privileged_state"], other["privileged_state"])
+    held_out, _ = env.reset(options={"episode_id": 7, "split": "test"})
+    assert not np.array_equal(first["privileged_state"], held_out["privileged_state"])
+    env.close()
+
+
+def test_semantic_split_replays_test_states_with_paraphrases():
+    env = gym.make("vlarl/MetaWorld-push-v3", obs_mode="state")
+    test, _ = env.reset(options={"episode_id": 3, "split": "test"})
+    semantic, _ = env.reset(options={"episode_id": 3, "split": "semantic"})
+    np.testing.assert_array_equal(test["privileged_state"], semantic["privileged_state"])
+    assert test["task_description"] == METAWORLD_INSTRUCTIONS.canonical("push-v3")
+    assert semantic["task_description"] in METAWORLD_INSTRUCTIONS.paraphrases("push-v3")
+    env.close()
+
+
+def test_bad_input_raises_the_contract_value_error():
+    env = gym.make("vlarl/MetaWorld-reach-v3", obs_mode="state")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"vlarl/MetaWorld-reach-v3.*shape \(4,\)"):
+        env.step(np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="finite"):
+        env.step(np.array([np.nan, 0, 0, 0], np.float32))
+    with pytest.raises(ValueError, match="unknown task 'push-v3'"):
+        env.reset(options={"task": "push-v3"})
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"difficulty": 3})
+    with pytest.raises(ValueError, match="unknown split 'ood'"):
+        env.reset(options={"split": "ood"})
+    env.step(np.zeros(4, np.float32))  # the env still works after rejecting bad input
+    env.close()
+    with pytest.raises(ValueError, match="unknown MetaWorld task 'fly-v3'"):
+        vlarl_envs.metaworld.make_metaworld_env(task="fly-v3")
+
+
+def camera_pixels(simulator, point, height, width):
+    """Pixel (row, col) of a world point in the main camera's own image frame, from
+    MuJoCo's camera pose and field of view (independent of the env's image code)."""
+    camera = simulator.model.camera("corner2")
+    position = simulator.data.cam_xpos[camera.id]
+    rotation = simulator.data.cam_xmat[camera.id].reshape(3, 3)
+    local = rotation.T @ (np.asarray(point) - position)  # camera frame: x right, y up, looks along -z
+    focal = (height / 2) / np.tan(np.deg2rad(simulator.model.cam_fovy[camera.id]) / 2)
+    return np.array([height / 2 - focal * local[1] / -local[2], width / 2 + focal * local[0] / -local[2]])
+
+
+def upright_pixels(simulator, point, height, width):
+    """Where a world point must appear in an upright image: one where a point 10 cm higher
+    appears higher. A camera mounted rolled upside down needs its frame rotated 180 degrees."""
+    pixel = camera_pixels(simulator, point, height, width)
+    above = camera_pixels(simulator, np.asarray(point) + [0.0, 0.0, 0.1], height, width)
+    if above[0] > pixel[0]:
+        return np.array([height, width]) - pixel
+    return pixel
+
+
+def test_rendered_frame_is_upright():
+    size = 96
+    env = gym.make("vlarl/MetaWorld-reach-v3", image_size=size)
+    env.reset(options={"episode_id": 0})
+    simulator = env.unwrapped.simulator
+    goal_site = simulator.model.site("goal").id
+    simulator.model.site_rgba[goal_site] = [0.0, 1.0, 0.0, 1.0]
+    simulator.model.site_size[goal_site] = [0.06, 0.06, 0.06]
+    obs, *_ = env.step(np.zeros(4, np.float32))
+    image = obs["main_images"].astype(int)
+    green = (image[..., 1] > 150) & (image[..., 0] < 90) & (image[..., 2] < 90)
+    assert green.sum() >= 10, "the goal marker is not visible"
+    rows, cols = np.nonzero(green)
+    expected_row, expected_col = upright_pixels(simulator, simulator.data.site_xpos[goal_site], size, size)
+    assert abs(expected_row - size / 2) > 8 or abs(expected_col - size / 2) > 8, "marker too central to tell"
+    assert abs(rows.mean() - expected_row) < 6 and abs(cols.mean() - expected_col) < 6
+    env.close()
+
+
+def test_vector_env_same_step_autoreset():
+    vec = vlarl_envs.make_vec("vlarl/MetaWorld-reach-v3", 2, vectorization_mode="sync", obs_mode="state", horizon=3)
+    obs, _ = vec.reset(seed=0)
+    assert obs["states"].shape == (2, 4) and len(obs["task_description"]) == 2
+    for _ in range(3):
+        obs, rewards, terminated, truncated, infos = vec.step(np.zeros((2, 4), np.float32))
+    assert truncated.all()
+    assert infos["_final_obs"].all() and infos["final_info"]["episode"]["episode_len"].tolist() == [3, 3]
+    assert obs["privileged_state"].shape == (2, 39)
+    vec.close()
+
+
+@pytest.mark.slow
+def test_async_vector_env_with_images():
+    vec = vlarl_envs.make_vec("vlarl/MetaWorld-reach-v3", 2, image_size=32, horizon=5)
+    obs, _ = vec.reset(seed=0)
+    assert obs["main_images"].shape == (2, 32, 32, 3)
+    obs, *_ = vec.step(np.zeros((2, 4), np.float32))
+    assert obs["main_images"].dtype == np.uint8 and isinstance(obs["task_description"], tuple)
+    vec.close()
+
+
+def test_video_of_a_metaworld_episode(tmp_path):
+    import imageio.v2 as imageio
+
+    env = gym.make("vlarl/MetaWorld-reach-v3", image_size=64, horizon=8, video_dir=tmp_path, action_chunk=2)
+    env.reset(options={"episode_id": 1})
+    done = False
+    while not done:
+        *_, terminated, truncated, _ = env.step(np.zeros((2, 4), np.float32))
+        done = terminated or truncated
+    (video,) = tmp_path.glob("*.mp4")
+    assert len(imageio.mimread(video)) == 1 + 4
+    env.close()
+
+
+@pytest.mark.slow
+def test_scripted_experts_succeed_on_most_tasks():
+    successes = {}
+    for task in METAWORLD_TASKS:
+        env = gym.make(f"vlarl/MetaWorld-{task}", obs_mode="state")
+        expert = scripted_expert(task)
+        wins = 0
+        for episode_id in range(2):
+            obs, _ = env.reset(options={"episode_id": episode_id})
+            done = False
+            while not done:
+                obs, _, terminated, truncated, info = env.step(expert(obs))
+                done = terminated or truncated
+            wins += info["episode"]["success_once"]
+        successes[task] = wins / 2
+        env.close()
+    rate = np.mean(list(successes.values()))
+    assert rate >= 0.8, {task: rate for task, rate in successes.items() if rate < 1}
