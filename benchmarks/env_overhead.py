@@ -1,0 +1,137 @@
+"""What the vlarl contract costs per step, measured side by side in one run.
+
+For each family: raw simulator steps/s, vlarl-wrapped steps/s (per second of this process's
+CPU time) (``gym.make`` of the vlarl id
+with every contract wrapper) and their ratio, for state observations and for 128x128 rgb;
+then the vector env's throughput with 1 and 2 subprocess workers. Raw and wrapped runs
+alternate in rounds and the median round is reported, so both see the same machine load.
+
+    uv run python benchmarks/env_overhead.py [--family metaworld] [--steps 2000] [--rounds 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+import vlarl_envs
+
+METAWORLD_TASK = "reach-v3"
+IMAGE_SIZE = 128
+
+
+def steps_per_second(step: Callable[[], None], steps: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    start = clock()
+    for _ in range(steps):
+        step()
+    return steps / (clock() - start)
+
+
+def cpu_steps_per_second(step: Callable[[], None], steps: int) -> float:
+    """Steps per second of this process's CPU time (all its threads, llvmpipe's included):
+    the raw/wrapped ratio then does not move with other work on the machine."""
+    return steps_per_second(step, steps, time.process_time)
+
+
+def alternate(runners: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Run each measurement once per round, interleaved; the median over rounds."""
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            samples[name].append(run())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def looping_stepper(env: gym.Env, action: np.ndarray) -> Callable[[], None]:
+    """A step function that resets whenever an episode ends."""
+    env.reset(seed=0)
+
+    def step() -> None:
+        result = env.step(action)
+        if result[2] or result[3]:
+            env.reset()
+
+    return step
+
+
+def metaworld_pair(obs_mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(raw step, wrapped step) over one simulator instance: the raw side steps (and renders)
+    the very MetaWorld env the vlarl env holds, so both run the same physics and camera."""
+    env = gym.make(f"vlarl/MetaWorld-{METAWORLD_TASK}", obs_mode=obs_mode, image_size=IMAGE_SIZE, horizon=10**9)
+    wrapped_step = looping_stepper(env, np.zeros(4, np.float32))
+    simulator = env.unwrapped.simulator
+    action = np.zeros(4, np.float32)
+
+    def raw_step() -> None:
+        simulator.step(action)
+        if obs_mode == "rgb":
+            simulator.render()
+
+    return raw_step, wrapped_step
+
+
+def vector_throughput(env_id: str, num_envs: int, steps: int, **env_kwargs) -> float:
+    vec = vlarl_envs.make_vec(env_id, num_envs, **env_kwargs)
+    vec.reset(seed=0)
+    actions = np.zeros(vec.action_space.shape, np.float32)
+    for _ in range(5):
+        vec.step(actions)
+    rate = steps_per_second(lambda: vec.step(actions), steps) * num_envs
+    vec.close()
+    return rate
+
+
+def report_overhead(family: str, mode: str, rates: dict[str, float]) -> None:
+    raw, wrapped = rates["raw"], rates["wrapped"]
+    print(f"| {family} | {mode} | {raw:,.0f} | {wrapped:,.0f} | {wrapped / raw:.3f} |")
+
+
+def metaworld_rows(steps: int, rounds: int) -> None:
+    for mode, rendering, n in (("state", False, steps), (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", True, steps // 20)):
+        raw_step, wrapped_step = metaworld_pair("rgb" if rendering else "state")
+        rates = alternate(
+            {"raw": lambda: cpu_steps_per_second(raw_step, n), "wrapped": lambda: cpu_steps_per_second(wrapped_step, n)},
+            rounds,
+        )
+        report_overhead("MetaWorld reach-v3", mode, rates)
+
+
+def metaworld_vector_rows(steps: int) -> None:
+    env_id = f"vlarl/MetaWorld-{METAWORLD_TASK}"
+    for mode, kwargs, n in (
+        ("state", {"obs_mode": "state"}, steps),
+        (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", {"obs_mode": "rgb", "image_size": IMAGE_SIZE}, steps // 10),
+    ):
+        one = vector_throughput(env_id, 1, n, **kwargs)
+        two = vector_throughput(env_id, 2, n, **kwargs)
+        print(f"| MetaWorld reach-v3 | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
+
+
+FAMILIES = {"metaworld": (metaworld_rows, metaworld_vector_rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", choices=sorted(FAMILIES), action="append")
+    parser.add_argument("--steps", type=int, default=2000, help="state steps per measurement (rgb: a tenth)")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved raw/wrapped rounds; the median is kept")
+    args = parser.parse_args()
+    families = args.family or sorted(FAMILIES)
+    print("| env | observation | raw steps/s | wrapped steps/s | wrapped/raw |")
+    print("|---|---|---|---|---|")
+    for family in families:
+        FAMILIES[family][0](args.steps, args.rounds)
+    print()
+    print("| env | observation | 1 worker steps/s | 2 workers steps/s | 2/1 |")
+    print("|---|---|---|---|---|")
+    for family in families:
+        FAMILIES[family][1](args.steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The fixed, seeded episode lists of PutOnPlate's splits.
+
+An episode is everything that varies between resets: which objects stand where, which one
+the instruction names, the table, the light, the camera, the robot's start pose and an
+optional mid-episode move of the target. ``make_episode(split, episode_id)`` derives it from
+a generator seeded by ``(split stream, episode_id)`` only, so episode 17 of ``vision`` is the
+same on every machine and in every process, and evaluation replays exactly.
+
+Splits and their variations (each out-of-distribution split cycles through its three
+variations by ``episode_id % 3``, so any contiguous block of ids covers them evenly):
+
+- ``train``: seen objects, 1-3 distractors, canonical instruction, seen tables, neutral
+  light, nominal camera, robot near its rest pose, objects in ``TRAIN_REGION``.
+- ``vision``: ``table`` (unseen colours and textures), ``lighting`` (dim, bright, tinted or
+  low-angle), ``camera`` (eye moved 4-8 cm, aim 2-4 cm).
+- ``semantic``: ``object`` (an unseen object is the target), ``instruction`` (an unseen
+  phrasing), ``multi_object`` (4-5 distractors, at least two sharing the target's colour
+  or shape, so only the full name tells them apart).
+- ``execution``: ``position`` (the target starts in a band outside ``TRAIN_REGION``),
+  ``robot_pose`` (start pose 0.35-0.8 rad from rest), ``moved_object`` (the target jumps to
+  a new spot a few steps in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vlarl_envs.maniskill.put_on_plate.appearance import (
+    TRAIN_TABLES,
+    UNSEEN_TABLES,
+    Lighting,
+    train_camera,
+    train_lighting,
+    unseen_camera,
+    unseen_lighting,
+)
+from vlarl_envs.maniskill.put_on_plate.instructions import PUT_ON_PLATE_INSTRUCTIONS
+from vlarl_envs.maniskill.put_on_plate.objects import OBJECTS_BY_NAME, TRAIN_OBJECTS, UNSEEN_OBJECTS, ObjectSpec, shape_of
+
+SPLIT_STREAMS = {"train": 0, "vision": 1, "semantic": 2, "execution": 3}
+SPLIT_SIZES = {"train": 10_000, "vision": 150, "semantic": 150, "execution": 150}
+VARIATIONS = {
+    "train": ("none",),
+    "vision": ("table", "lighting", "camera"),
+    "semantic": ("object", "instruction", "multi_object"),
+    "execution": ("position", "robot_pose", "moved_object"),
+}
+
+TRAIN_REGION = ((-0.2, 0.08), (-0.22, 0.22))
+"""(x range, y range) of object and plate centres in training, metres on the table top
+(the robot base stands at x = -0.615)."""
+UNSEEN_BAND = ((0.08, 0.13), (0.22, 0.27))
+"""The ``position`` variation's target starts beyond TRAIN_REGION: at x in the first range
+(any y in TRAIN_REGION) or at |y| in the second range (any x in TRAIN_REGION)."""
+PLATE_RADIUS = 0.085
+CLEARANCE = 0.012
+"""Minimum gap between the footprints of two objects, or an object and the plate."""
+REST_QPOS = (0.0, np.pi / 8, 0.0, -5 * np.pi / 8, 0.0, 3 * np.pi / 4, -np.pi / 4, 0.04, 0.04)
+"""Panda (wrist camera) joints at rest: seven arm joints, then the two fingers, open."""
+UNSEEN_POSE_SCALE = np.array([0.45, 0.25, 0.3, 0.3, 0.3, 0.25, 0.5])
+
+
+@dataclass(frozen=True)
+class Placement:
+    """An object's start on the table: its name, centre (x, y) and yaw (radians)."""
+
+    name: str
+    x: float
+    y: float
+    yaw: float
+
+
+@dataclass(frozen=True)
+class ObjectMove:
+    """Teleport the target to (x, y, yaw) before control step ``step`` (if not held)."""
+
+    step: int
+    x: float
+    y: float
+    yaw: float
+
+
+@dataclass(frozen=True)
+class PutOnPlateEpisode:
+    """One episode of a split; ``placements[0]`` is the target."""
+
+    split: str
+    episode_id: int
+    variation: str
+    placements: tuple[Placement, ...]
+    plate_xy: tuple[float, float]
+    instruction: str
+    table: str
+    lighting: Lighting
+    camera_eye: tuple[float, float, float]
+    camera_target: tuple[float, float, float]
+    robot_qpos: tuple[float, ...]
+    move: ObjectMove | None = None
+
+    @property
+    def target(self) -> str:
+        return self.placements[0].name
+
+
+def make_episode(split: str, episode_id: int) -> PutOnPlateEpisode:
+    """Episode ``episode_id`` of ``split``; the same arguments always give the same episode."""
+    if split not in SPLIT_STREAMS:
+        raise ValueError(f"unknown PutOnPlate split {split!r}; expected one of {list(SPLIT_STREAMS)}")
+    if not 0 <= episode_id < SPLIT_SIZES[split]:
+        raise ValueError(f"PutOnPlate split {split!r} has episodes 0..{SPLIT_SIZES[split] - 1}, got {episode_id}")
+    rng = np.random.default_rng([SPLIT_STREAMS[split], episode_id])
+    variations = VARIATIONS[split]
+    variation = variations[episode_id % len(variations)]
+
+    target = _pick(rng, UNSEEN_OBJECTS if variation == "object" else TRAIN_OBJECTS)
+    others = [spec for spec in TRAIN_OBJECTS if spec.name != target.name]
+    if variation == "multi_object":
+        distractors = _similar_distractors(rng, target, others, count=int(rng.integers(4, 6)))
+    else:
+        chosen = rng.choice(len(others), size=int(rng.integers(1, 4)), replace=False)
+        distractors = [others[i] for i in chosen]
+
+    plate_xy, placements = _layout(rng, target, distractors, target_outside=variation == "position")
+    tables = UNSEEN_TABLES if variation == "table" else TRAIN_TABLES
+    table = tables[int(rng.integers(len(tables)))]
+    lighting = unseen_lighting(rng) if variation == "lighting" else train_lighting(rng)
+    eye, aim = unseen_camera(rng) if variation == "camera" else train_camera(rng)
+    instruction = PUT_ON_PLATE_INSTRUCTIONS.choose(target.name, variation == "instruction", rng)
+    move = _move(rng, plate_xy, placements) if variation == "moved_object" else None
+    return PutOnPlateEpisode(
+        split=split,
+        episode_id=int(episode_id),
+        variation=variation,
+        placements=placements,
+        plate_xy=plate_xy,
+        instruction=instruction,
+        table=table.name,
+        lighting=lighting,
+        camera_eye=eye,
+        camera_target=aim,
+        robot_qpos=_robot_qpos(rng, unseen=variation == "robot_pose"),
+        move=move,
+    )
+
+
+def split_episodes(split: str) -> list[PutOnPlateEpisode]:
+    """The whole fixed list of a split (150 for the evaluation splits)."""
+    return [make_episode(split, episode_id) for episode_id in range(SPLIT_SIZES[split])]
+
+
+def _pick(rng: np.random.Generator, specs: tuple[ObjectSpec, ...]) -> ObjectSpec:
+    return specs[int(rng.integers(len(specs)))]
+
+
+def _similar_distractors(
+    rng: np.random.Generator, target: ObjectSpec, others: list[ObjectSpec], count: int
+) -> list[ObjectSpec]:
+    """``count`` distractors, two or more of which share the target's colour or shape."""
+    similar = [spec for spec in others if spec.colour == target.colour or shape_of(spec) == shape_of(target)]
+    different = [spec for spec in others if spec not in similar]
+    n_similar = min(len(similar), max(2, int(rng.integers(2, count + 1))))
+    picked = [similar[i] for i in rng.choice(len(similar), size=n_similar, replace=False)]
+    picked += [different[i] for i in rng.choice(len(different), size=count - n_similar, replace=False)]
+    return picked
+
+
+def _uniform_in(rng: np.random.Generator, region) -> np.ndarray:
+    (x_low, x_high), (y_low, y_high) = region
+    return np.array([rng.uniform(x_low, x_high), rng.uniform(y_low, y_high)])
+
+
+def _outside_point(rng: np.random.Generator) -> np.ndarray:
+    """A point of UNSEEN_BAND: beyond the far edge of TRAIN_REGION or beyond a side."""
+    (train_x, train_y), (band_x, band_y) = TRAIN_REGION, UNSEEN_BAND
+    if rng.random() < 0.5:
+        return np.array([rng.uniform(*band_x), rng.uniform(*train_y)])
+    side = 1.0 if rng.random() < 0.5 else -1.0
+    return np.array([rng.uniform(*train_x), side * rng.uniform(*band_y)])
+
+
+def _layout(
+    rng: np.random.Generator, target: ObjectSpec, distractors: list[ObjectSpec], target_outside: bool
+) -> tuple[tuple[float, float], tuple[Placement, ...]]:
+    """Plate and object positions with no two footprints closer than CLEARANCE.
+
+    The plate first, then each object by rejection sampling; a layout that leaves no room
+    for an object starts over.
+    """
+    specs = [target, *distractors]
+    for _ in range(100):
+        plate = _uniform_in(rng, ((TRAIN_REGION[0][0] + 0.03, TRAIN_REGION[0][1]), TRAIN_REGION[1]))
+        circles = [(plate, PLATE_RADIUS)]
+        placements = []
+        for index, spec in enumerate(specs):
+            for _ in range(200):
+                centre = _outside_point(rng) if index == 0 and target_outside else _uniform_in(rng, TRAIN_REGION)
+                if all(np.linalg.norm(centre - other) >= radius + spec.footprint + CLEARANCE for other, radius in circles):
+                    break
+            else:
+                break
+            circles.append((centre, spec.footprint))
+            placements.append(Placement(spec.name, float(centre[0]), float(centre[1]), float(rng.uniform(-np.pi, np.pi))))
+        else:
+            return (float(plate[0]), float(plate[1])), tuple(placements)
+    raise RuntimeError(f"no collision-free layout for {[spec.name for spec in specs]}")
+
+
+def _move(rng: np.random.Generator, plate_xy, placements: tuple[Placement, ...]) -> ObjectMove:
+    """A new free spot for the target, at least 8 cm from where it started."""
+    target = OBJECTS_BY_NAME[placements[0].name]
+    start = np.array([placements[0].x, placements[0].y])
+    circles = [(np.asarray(plate_xy), PLATE_RADIUS)]
+    circles += [(np.array([p.x, p.y]), OBJECTS_BY_NAME[p.name].footprint) for p in placements[1:]]
+    for _ in range(1000):
+        centre = _uniform_in(rng, TRAIN_REGION)
+        far_enough = np.linalg.norm(centre - start) >= 0.08
+        if far_enough and all(np.linalg.norm(centre - c) >= r + target.footprint + CLEARANCE for c, r in circles):
+            return ObjectMove(int(rng.integers(6, 13)), float(centre[0]), float(centre[1]), float(rng.uniform(-np.pi, np.pi)))
+    raise RuntimeError(f"no free spot to move {target.name!r} to")
+
+
+def _robot_qpos(rng: np.random.Generator, unseen: bool) -> tuple[float, ...]:
+    """Rest pose plus N(0, 0.02) noise in training, or 0.35-0.8 rad (norm) away from it."""
+    rest = np.asarray(REST_QPOS)
+    if unseen:
+        while True:
+            offset = rng.uniform(-1.0, 1.0, 7) * UNSEEN_POSE_SCALE
+            if 0.35 <= np.linalg.norm(offset) <= 0.8:
+                break
+    else:
+        offset = rng.normal(0.0, 0.02, 7)
+    qpos = rest.copy()
+    qpos[:7] += offset
+    return tuple(float(v) for v in qpos)
