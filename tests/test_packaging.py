@@ -1,0 +1,83 @@
+"""Each package builds and installs alone, with only the dependencies its layer allows."""
+
+import email
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("envs", "policies", "algos", "trainer")
+FORBIDDEN = {
+    "algos": {"gymnasium", "ray", "transformers", "vlarl-envs", "vlarl-policies"},
+    "envs": {"torch", "ray", "transformers", "vlarl-policies", "vlarl-algos"},
+    "policies": {"gymnasium", "ray", "vlarl-envs", "vlarl-algos"},
+}
+
+
+def uv() -> str:
+    path = shutil.which("uv")
+    assert path, "uv is not on PATH; `make setup` installs it"
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("wheels")
+    subprocess.run([uv(), "build", "--all-packages", "--wheel", "--out-dir", str(out)], cwd=ROOT, check=True,
+                   capture_output=True)
+    found = {}
+    for package in PACKAGES:
+        (wheel,) = out.glob(f"vlarl_{package}-*.whl")
+        found[package] = wheel
+    return found
+
+
+def requirements(wheel: Path) -> set[str]:
+    """Names of the wheel's unconditional requirements (extras excluded)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        message = email.message_from_bytes(archive.read(metadata))
+    names = set()
+    for requirement in message.get_all("Requires-Dist") or []:
+        if "extra ==" in requirement:
+            continue
+        name = requirement.split(";")[0].split("[")[0]
+        for separator in "<>=!~ ":
+            name = name.split(separator)[0]
+        names.add(name.strip().lower())
+    return names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_leaf_wheels_keep_their_layer(wheels, package):
+    assert not requirements(wheels[package]) & FORBIDDEN[package]
+
+
+@pytest.mark.slow
+def test_trainer_wheel_depends_on_the_three_leaves(wheels):
+    assert {"vlarl-envs", "vlarl-policies", "vlarl-algos", "ray"} <= requirements(wheels["trainer"])
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_envs_installs_alone_and_gym_make_works(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([uv(), "pip", "install", "--quiet", "--python", str(python), f"{ROOT / 'packages' / 'envs'}[metaworld]"],
+                   check=True, capture_output=True)
+    code = (
+        "import gymnasium as gym, importlib.util\n"
+        "assert importlib.util.find_spec('torch') is None, 'vlarl-envs pulled in torch'\n"
+        "env = gym.make('vlarl_envs:vlarl/MetaWorld-reach-v3', obs_mode='state')\n"
+        "obs, _ = env.reset(seed=0)\n"
+        "print(obs['states'].shape)\n"
+    )
+    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "(4,)" in result.stdout
