@@ -1,0 +1,167 @@
+"""Demonstrations from the scripted experts, written as a LeRobot dataset.
+
+    vlarl-collect --env-id vlarl/MetaWorld-MT10-v3 --episodes-per-task 10 --image-size 64 \\
+        --out datasets/mt10-64px-10
+
+Each task replays training episodes ``first_episode_id, first_episode_id + 1, ...`` of the
+split (so two collections with disjoint id ranges never share an initial state) until it has
+the requested number of successful episodes or has tried ``max_attempts_per_task`` ids.
+Failed demonstrations are dropped unless ``keep_failures``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import vlarl_envs  # noqa: F401  (registers the vlarl env ids)
+
+from vlarl_trainer.data.experts import ExpertFamily, expert_family
+from vlarl_trainer.data.writer import Episode, LeRobotDatasetWriter
+
+
+@dataclass
+class TaskSummary:
+    attempted: int = 0
+    succeeded: int = 0
+    kept: int = 0
+    frames: int = 0
+
+
+@dataclass
+class CollectionSummary:
+    path: Path
+    tasks: dict[str, TaskSummary] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def table(self) -> str:
+        lines = ["| task | expert success | episodes kept | frames |", "|---|---|---|---|"]
+        for task, summary in self.tasks.items():
+            lines.append(f"| {task} | {summary.succeeded}/{summary.attempted} | {summary.kept} | {summary.frames} |")
+        return "\n".join(lines)
+
+
+def record_episode(env: gym.Env, family: ExpertFamily, task: str, episode_id: int, split: str) -> Episode:
+    """Run the task's expert on one episode, recording each observation with the action it led to."""
+    observation, _ = env.reset(options={"episode_id": episode_id, "task": task, "split": split})
+    expert = family.make_expert(task)
+    cameras = [key for key in observation if key.endswith("_images")]
+    frames: dict[str, list[np.ndarray]] = {key: [] for key in (*cameras, "states", "privileged_state", "actions")}
+    rewards, successes = [], []
+    done = False
+    while not done:
+        action = np.asarray(expert(observation), dtype=np.float32)
+        for key in (*cameras, "states", "privileged_state"):
+            if key in observation:
+                frames[key].append(np.asarray(observation[key]))
+        frames["actions"].append(action)
+        observation, reward, terminated, truncated, info = env.step(action)
+        rewards.append(reward)
+        successes.append(bool(info["success"]))
+        done = terminated or truncated
+    return Episode(
+        task=observation["task_description"],
+        images={key.removesuffix("_images"): np.stack(frames[key]) for key in cameras},
+        states=np.stack(frames["states"]).astype(np.float32),
+        actions=np.stack(frames["actions"]),
+        rewards=np.asarray(rewards, dtype=np.float32),
+        successes=np.asarray(successes),
+        environment_states=(np.stack(frames["privileged_state"]).astype(np.float32)
+                            if frames["privileged_state"] else None),
+        metadata={"env_task": task, "episode_id": episode_id, "split": split, "success": any(successes)},
+    )
+
+
+def collect_demonstrations(
+    env_id: str,
+    num_episodes_per_task: int,
+    out_dir: str | Path,
+    image_size: int = 64,
+    tasks: Sequence[str] | None = None,
+    split: str = "train",
+    first_episode_id: int = 0,
+    keep_failures: bool = False,
+    max_attempts_per_task: int | None = None,
+    **env_kwargs: Any,
+) -> CollectionSummary:
+    """Record expert episodes of every task (default: all tasks of ``env_id``) into a new dataset.
+
+    Args:
+        env_id: a registered vlarl id with a scripted expert, e.g. ``vlarl/MetaWorld-MT10-v3``.
+        num_episodes_per_task: episodes to keep per task.
+        out_dir: the dataset directory to create (it must not exist).
+        image_size: camera resolution in pixels.
+        tasks: a subset of the env's tasks.
+        split: which split's initial states to replay.
+        first_episode_id: the first episode id tried per task.
+        keep_failures: also keep episodes the expert failed.
+        max_attempts_per_task: episode ids tried per task; default 3 x num_episodes_per_task + 5.
+        **env_kwargs: further ``gym.make`` keywords (e.g. ``horizon``).
+    """
+    if num_episodes_per_task <= 0:
+        raise ValueError(f"num_episodes_per_task must be positive, got {num_episodes_per_task}")
+    family = expert_family(env_id)
+    attempts = max_attempts_per_task or 3 * num_episodes_per_task + 5
+    started = time.perf_counter()
+    env = gym.make(env_id, image_size=image_size, obs_mode="rgb", reward_mode="sparse", **env_kwargs)
+    try:
+        available = family.env_tasks(env)
+        chosen = tuple(tasks) if tasks else available
+        unknown = [task for task in chosen if task not in available]
+        if unknown:
+            raise ValueError(f"{env_id} has no task(s) {unknown}; expected a subset of {list(available)}")
+        fps = env.metadata.get("render_fps")
+        if not fps:
+            raise ValueError(f"{env_id} declares no metadata['render_fps']; the dataset needs its control rate")
+        extra_info = {"env_id": env_id, "image_size": image_size, "split": split, "tasks": list(chosen),
+                      "first_episode_id": first_episode_id, "keep_failures": keep_failures}
+        summary = CollectionSummary(path=Path(out_dir))
+        with LeRobotDatasetWriter(out_dir, fps=fps, robot_type=family.robot_type,
+                                  feature_names=family.feature_names, extra_info=extra_info) as writer:
+            for task in chosen:
+                task_summary = summary.tasks.setdefault(task, TaskSummary())
+                for episode_id in range(first_episode_id, first_episode_id + attempts):
+                    if task_summary.kept == num_episodes_per_task:
+                        break
+                    episode = record_episode(env, family, task, episode_id, split)
+                    task_summary.attempted += 1
+                    task_summary.succeeded += episode.metadata["success"]
+                    if episode.metadata["success"] or keep_failures:
+                        writer.add_episode(episode)
+                        task_summary.kept += 1
+                        task_summary.frames += episode.length
+    finally:
+        env.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env-id", required=True, help="e.g. vlarl/MetaWorld-MT10-v3 or vlarl/MetaWorld-reach-v3")
+    parser.add_argument("--episodes-per-task", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="dataset directory to create (must not exist)")
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--tasks", nargs="+", help="a subset of the env's tasks")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--first-episode-id", type=int, default=0)
+    parser.add_argument("--keep-failures", action="store_true")
+    parser.add_argument("--horizon", type=int, help="episode length limit of the env")
+    args = parser.parse_args(argv)
+    env_kwargs = {"horizon": args.horizon} if args.horizon else {}
+    summary = collect_demonstrations(
+        args.env_id, args.episodes_per_task, args.out, image_size=args.image_size, tasks=args.tasks,
+        split=args.split, first_episode_id=args.first_episode_id, keep_failures=args.keep_failures, **env_kwargs,
+    )
+    print(summary.table())
+    print(f"\ndataset: {summary.path} ({summary.seconds:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
