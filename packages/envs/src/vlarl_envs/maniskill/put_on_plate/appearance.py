@@ -105,9 +105,9 @@ def unseen_lighting(rng: np.random.Generator) -> Lighting:
     return Lighting((0.25,) * 3, (1.2,) * 3, (float(np.cos(angle)), float(np.sin(angle)), -0.25))
 
 
-CAMERA_EYE = (0.38, 0.0, 0.42)
+CAMERA_EYE = (0.22, 0.48, 0.5)
 """The main camera faces the robot from across the table, looking down at the workspace."""
-CAMERA_TARGET = (-0.12, 0.0, 0.02)
+CAMERA_TARGET = (-0.08, 0.0, 0.0)
 
 
 def train_camera(rng: np.random.Generator) -> tuple[tuple[float, ...], tuple[float, ...]]:

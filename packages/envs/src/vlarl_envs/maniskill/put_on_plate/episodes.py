@@ -57,6 +57,9 @@ UNSEEN_BAND = ((0.08, 0.13), (0.22, 0.27))
 PLATE_RADIUS = 0.085
 CLEARANCE = 0.012
 """Minimum gap between the footprints of two objects, or an object and the plate."""
+FINGER_REACH = 0.065
+"""Open Panda fingers reach this far from the grasp point: nothing else may stand closer
+to the target, so a top-down grasp never lands a finger on a neighbour."""
 REST_QPOS = (0.0, np.pi / 8, 0.0, -5 * np.pi / 8, 0.0, 3 * np.pi / 4, -np.pi / 4, 0.04, 0.04)
 """Panda (wrist camera) joints at rest: seven arm joints, then the two fingers, open."""
 UNSEEN_POSE_SCALE = np.array([0.45, 0.25, 0.3, 0.3, 0.3, 0.25, 0.5])
@@ -194,13 +197,14 @@ def _layout(
         circles = [(plate, PLATE_RADIUS)]
         placements = []
         for index, spec in enumerate(specs):
+            reach = max(spec.footprint, FINGER_REACH) if index == 0 else spec.footprint
             for _ in range(200):
                 centre = _outside_point(rng) if index == 0 and target_outside else _uniform_in(rng, TRAIN_REGION)
-                if all(np.linalg.norm(centre - other) >= radius + spec.footprint + CLEARANCE for other, radius in circles):
+                if all(np.linalg.norm(centre - other) >= radius + reach + CLEARANCE for other, radius in circles):
                     break
             else:
                 break
-            circles.append((centre, spec.footprint))
+            circles.append((centre, reach))
             placements.append(Placement(spec.name, float(centre[0]), float(centre[1]), float(rng.uniform(-np.pi, np.pi))))
         else:
             return (float(plate[0]), float(plate[1])), tuple(placements)
@@ -210,13 +214,14 @@ def _layout(
 def _move(rng: np.random.Generator, plate_xy, placements: tuple[Placement, ...]) -> ObjectMove:
     """A new free spot for the target, at least 8 cm from where it started."""
     target = OBJECTS_BY_NAME[placements[0].name]
+    keepout = max(target.footprint, FINGER_REACH)
     start = np.array([placements[0].x, placements[0].y])
     circles = [(np.asarray(plate_xy), PLATE_RADIUS)]
     circles += [(np.array([p.x, p.y]), OBJECTS_BY_NAME[p.name].footprint) for p in placements[1:]]
     for _ in range(1000):
         centre = _uniform_in(rng, TRAIN_REGION)
         far_enough = np.linalg.norm(centre - start) >= 0.08
-        if far_enough and all(np.linalg.norm(centre - c) >= r + target.footprint + CLEARANCE for c, r in circles):
+        if far_enough and all(np.linalg.norm(centre - c) >= r + keepout + CLEARANCE for c, r in circles):
             return ObjectMove(int(rng.integers(6, 13)), float(centre[0]), float(centre[1]), float(rng.uniform(-np.pi, np.pi)))
     raise RuntimeError(f"no free spot to move {target.name!r} to")
 

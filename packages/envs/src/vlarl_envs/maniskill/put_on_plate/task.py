@@ -31,7 +31,7 @@ PLATE_TOP = PLATE_THICKNESS
 RIM_HEIGHT = 0.012
 RIM_SEGMENTS = 24
 ROBOT_BASE = (-0.615, 0.0, 0.0)
-MAIN_CAMERA_FOV = 1.0
+MAIN_CAMERA_FOV = 0.95
 PARKED_Z_OFFSET = -TABLE_HEIGHT
 """Unused objects wait on the floor under the table, where no camera sees them."""
 MAX_DENSE_REWARD = 6.0
@@ -289,7 +289,7 @@ class PutOnPlateTask(BaseEnv):
             grasp_point=grasp_point,
             grasp_yaw=grasp_yaw[:, None],
             grasp_height=self._grasp_height.to(self.device)[:, None],
-            plate_position=self.plate.pose.p,
+            plate_position=self.plate.pose.p + torch.tensor([0.0, 0.0, PLATE_TOP], device=self.device),
             is_grasped=info["is_grasped"].float()[:, None],
         )
 
