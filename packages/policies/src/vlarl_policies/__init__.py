@@ -1,1 +1,25 @@
-__version__ = "0.1.0"
+"""vlarl-policies: Vision-Language-Action policies with the act / evaluate interface RL needs.
+
+    policy = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4)
+    out = policy.act(obs_batch)                       # ActOutput: actions, logprobs, values, forward_inputs
+    again = policy.evaluate(out.forward_inputs)       # EvalOutput: logprobs, entropy, values (with grad)
+    policy.save_pretrained("ckpt"); vlarl_policies.from_pretrained("ckpt")
+"""
+
+from vlarl_policies.base import ActOutput, EvalOutput, PolicyConfig, VLAPolicy
+from vlarl_policies.registry import available_policies, from_pretrained, make, policy_class
+from vlarl_policies.tokenizer import PromptTokenizer
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "ActOutput",
+    "EvalOutput",
+    "PolicyConfig",
+    "PromptTokenizer",
+    "VLAPolicy",
+    "available_policies",
+    "from_pretrained",
+    "make",
+    "policy_class",
+]

@@ -1,0 +1,220 @@
+"""The policy contract of vlarl: outputs of ``act`` / ``evaluate``, the config base and the module base.
+
+Every policy is a ``torch.nn.Module`` whose public surface is the contract in
+``shared/ARCHITECTURE.md``: ``act(obs_batch)`` samples an action chunk and returns everything
+``evaluate(forward_inputs)`` needs to recompute its log-probability with gradients. Configs are
+dataclasses serialised to ``config.json`` with a ``type`` tag, weights go to ``model.safetensors``
+and the tokenizer files sit next to them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import typing
+import uuid
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from vlarl_policies.tokenizer import PromptTokenizer
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+ConfigT = TypeVar("ConfigT", bound="PolicyConfig")
+PolicyT = TypeVar("PolicyT", bound="VLAPolicy")
+
+
+@dataclass
+class ActOutput:
+    """What ``act`` returns for a batch of B observations.
+
+    actions:        float32 [B, C, A]  normalized env actions (unclipped; the env clips to [-1, 1])
+    logprobs:       float32 [B, C, A]  log-density of the sampled chunk, per action dimension
+    values:         float32 [B] or None
+    forward_inputs: CPU tensors batched on dim 0, everything ``evaluate`` needs
+    """
+
+    actions: Tensor
+    logprobs: Tensor
+    values: Tensor | None
+    forward_inputs: dict[str, Tensor]
+
+
+@dataclass
+class EvalOutput:
+    """What ``evaluate`` returns: log-probs [B, C, A], entropy [B, C, A] or None, values [B] or None."""
+
+    logprobs: Tensor
+    entropy: Tensor | None
+    values: Tensor | None
+
+
+@dataclass
+class PolicyConfig:
+    """Base of the registered policy configs; subclasses set ``type`` and add their fields."""
+
+    type: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the ``type`` tag first; tuples become lists."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {"type": self.type, **{k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}}
+
+    @classmethod
+    def from_dict(cls: type[ConfigT], data: Mapping[str, Any]) -> ConfigT:
+        """Build the config from ``to_dict`` output; unknown keys or a wrong ``type`` raise ValueError."""
+        data = dict(data)
+        found_type = data.pop("type", cls.type)
+        if found_type != cls.type:
+            raise ValueError(f"config type mismatch: {cls.__name__} expects type {cls.type!r}, got {found_type!r}")
+        return cls(**_coerce_fields(cls, data))
+
+    def replace(self: ConfigT, **changes: Any) -> ConfigT:
+        """A copy with ``changes`` applied (validated again by ``__post_init__``)."""
+        return dataclasses.replace(self, **_coerce_fields(type(self), changes))
+
+
+def _coerce_fields(cls: type[PolicyConfig], data: Mapping[str, Any]) -> dict[str, Any]:
+    """Reject unknown field names and turn lists back into tuples where the field is a tuple."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; known fields: {sorted(names)}")
+    hints = typing.get_type_hints(cls)
+    coerced = {}
+    for key, value in data.items():
+        if typing.get_origin(hints[key]) is tuple and isinstance(value, list):
+            value = tuple(value)
+        coerced[key] = value
+    return coerced
+
+
+class VLAPolicy(nn.Module):
+    """Base of every policy: the act/evaluate contract plus save_pretrained / from_pretrained.
+
+    Subclasses declare ``name`` (the registry name) and ``config_class``; a subclass missing either
+    fails at import time, not at first use.
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[PolicyConfig]]
+    # Named size presets for ``make``: field overrides on top of the config defaults.
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {"base": {}}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for attribute in ("name", "config_class"):
+            if attribute not in cls.__dict__:
+                raise TypeError(f"policy class {cls.__name__} must define the class attribute {attribute!r}")
+
+    def __init__(self, config: PolicyConfig, tokenizer: PromptTokenizer) -> None:
+        super().__init__()
+        self.config = config
+        self.tokenizer = tokenizer
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @abstractmethod
+    def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False) -> ActOutput:
+        """Sample an action chunk for a batch of observations (the env contract with a batch axis)."""
+
+    @abstractmethod
+    def evaluate(
+        self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True, compute_values: bool = True
+    ) -> EvalOutput:
+        """Recompute log-probs (and entropy, values) of what ``act`` sampled, with gradients."""
+
+    @abstractmethod
+    def sft_loss(self, batch: Mapping[str, Any]) -> tuple[Tensor, dict[str, float]]:
+        """Supervised loss on demonstrations: ``batch`` is an obs batch plus ``actions`` [B, H, A]."""
+
+    def forward(self, batch: Mapping[str, Any]) -> tuple[Tensor, dict[str, float]]:
+        """LeRobot-style ``forward``: the supervised loss and its metrics."""
+        return self.sft_loss(batch)
+
+    def save_pretrained(self, directory: str | Path, overwrite: bool = False) -> Path:
+        """Write config.json, model.safetensors and the tokenizer files to ``directory``.
+
+        The files go to a temporary sibling directory that is renamed at the end, so ``directory``
+        is never half-written. An existing non-empty ``directory`` raises FileExistsError unless
+        ``overwrite`` is true.
+        """
+        state = {key: value.detach().cpu().contiguous() for key, value in self.state_dict().items()}
+
+        def write(target: Path) -> None:
+            (target / CONFIG_FILE).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+            save_file(state, str(target / WEIGHTS_FILE), metadata={"format": "pt", "policy": self.name})
+            self.tokenizer.save(target)
+
+        return write_directory_atomically(Path(directory), write, overwrite=overwrite)
+
+    @classmethod
+    def from_pretrained(cls: type[PolicyT], directory: str | Path) -> PolicyT:
+        """Rebuild a policy saved by ``save_pretrained``; returned in eval mode on the CPU."""
+        directory = Path(directory)
+        config = cls.config_class.from_dict(read_config(directory))
+        policy = cls(config, PromptTokenizer.load(directory))
+        load_state_dict_strictly(policy, load_file(str(directory / WEIGHTS_FILE)), source=str(directory))
+        return policy.eval()
+
+
+def read_config(directory: Path) -> dict[str, Any]:
+    """The parsed ``config.json`` of a saved policy; a missing file raises FileNotFoundError."""
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {directory}: not a directory written by save_pretrained")
+    return json.loads(path.read_text())
+
+
+def load_state_dict_strictly(module: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
+    """Load ``state`` into ``module``; any missing or unexpected key raises ValueError listing both."""
+    expected = set(module.state_dict())
+    missing = sorted(expected - set(state))
+    unexpected = sorted(set(state) - expected)
+    if missing or unexpected:
+        raise ValueError(describe_key_mismatch(source, missing, unexpected))
+    module.load_state_dict(dict(state), strict=True)
+
+
+def describe_key_mismatch(source: str, missing: list[str], unexpected: list[str]) -> str:
+    """An error message naming the keys a checkpoint lacks and the keys nobody expected."""
+    return (
+        f"checkpoint {source} does not match the model: "
+        f"{len(missing)} missing key(s) {missing}; {len(unexpected)} unexpected key(s) {unexpected}"
+    )
+
+
+def write_directory_atomically(target: Path, write: Callable[[Path], None], overwrite: bool) -> Path:
+    """Run ``write(tmp)`` into a fresh sibling directory, then rename it to ``target``."""
+    if target.exists() and not target.is_dir():
+        raise FileExistsError(f"{target} exists and is not a directory")
+    if target.is_dir() and any(target.iterdir()) and not overwrite:
+        raise FileExistsError(f"{target} exists and is not empty; pass overwrite=True to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    staging = target.parent / f".{target.name}.tmp-{tag}"
+    staging.mkdir()
+    try:
+        write(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if target.is_dir():
+        retired = target.parent / f".{target.name}.old-{tag}"
+        target.rename(retired)
+        staging.rename(target)
+        shutil.rmtree(retired)
+    else:
+        staging.rename(target)
+    return target

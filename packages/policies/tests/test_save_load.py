@@ -1,0 +1,116 @@
+"""Registry, presets, parameter counts and the save_pretrained / from_pretrained round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import vlarl_policies
+from vlarl_policies.pi0 import Pi0Config, Pi05Config
+
+
+@pytest.mark.parametrize("name", ["pi0", "pi05"])
+def test_save_then_load_gives_identical_actions(make_tiny, make_obs, tmp_path, name):
+    policy = make_tiny(name, noise_method="flow_noise")
+    policy.set_state_stats(q01=[-2.0] * 5, q99=[2.0] * 5)
+    obs = make_obs(3)
+    expected = policy.act(obs, generator=torch.Generator().manual_seed(7))
+    policy.save_pretrained(tmp_path / "ckpt")
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"
+    ]
+    loaded = vlarl_policies.from_pretrained(tmp_path / "ckpt")
+    assert type(loaded) is type(policy) and not loaded.training
+    assert loaded.config == policy.config
+    again = loaded.act(obs, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(again.actions, expected.actions)
+    assert torch.equal(again.logprobs, expected.logprobs)
+    assert torch.equal(again.forward_inputs["tokens"], expected.forward_inputs["tokens"])
+    assert torch.equal(again.forward_inputs["states"], expected.forward_inputs["states"])
+
+
+def test_config_json_carries_the_type_tag(make_tiny, tmp_path):
+    make_tiny("pi05").save_pretrained(tmp_path / "ckpt")
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert config["type"] == "pi05" and config["camera_keys"] == ["main_images"]
+    assert Pi05Config.from_dict(config).camera_keys == ("main_images",)
+
+
+def test_save_refuses_to_overwrite_unless_asked(make_tiny, tmp_path):
+    policy = make_tiny("pi0")
+    target = tmp_path / "ckpt"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not empty"):
+        policy.save_pretrained(target)
+    assert (target / "notes.txt").read_text() == "keep me"
+    policy.save_pretrained(target, overwrite=True)
+    assert not (target / "notes.txt").exists() and (target / "model.safetensors").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+def test_a_failed_save_leaves_nothing_behind(make_tiny, tmp_path, monkeypatch):
+    policy = make_tiny("pi0")
+
+    def broken_save(directory):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(policy.tokenizer, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        policy.save_pretrained(tmp_path / "ckpt")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_loading_mismatched_weights_lists_the_keys(make_tiny, tmp_path):
+    make_tiny("pi0").save_pretrained(tmp_path / "ckpt")
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    config["add_value_head"] = False
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"0 missing key\(s\).*unexpected key\(s\) \['value_head.mlp.0.bias'"):
+        vlarl_policies.from_pretrained(tmp_path / "ckpt")
+
+
+def test_unknown_names_presets_and_fields_raise(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown policy 'pi1'; registered policies: \['pi0', 'pi05'\]"):
+        vlarl_policies.make("pi1")
+    with pytest.raises(ValueError, match=r"unknown preset 'huge'.*available presets: \['base', 'tiny'\]"):
+        vlarl_policies.make("pi0", preset="huge")
+    with pytest.raises(ValueError, match=r"unknown Pi0Config field\(s\) \['action_dims'\]"):
+        vlarl_policies.make("pi0", preset="tiny", action_dims=3)
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        vlarl_policies.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"action_chunk": 9}, r"action_chunk \(9\) must be <= action_horizon \(8\)"),
+        ({"action_dim": 40}, r"action_dim \(40\) must be <= max_action_dim \(32\)"),
+        ({"noise_method": "flow_cps"}, "noise_method must be one of"),
+        ({"train_expert_only": True, "lora_rank": 8}, "choose one"),
+        ({"image_size": 70}, r"image_size \(70\) must be a multiple of patch_size \(16\)"),
+    ],
+)
+def test_config_validation_names_the_fields(change, message):
+    with pytest.raises(ValueError, match=message):
+        vlarl_policies.make("pi0", preset="tiny", **change)
+
+
+def _count_parameters(name: str, preset: str, **config) -> int:
+    """Parameters of a preset, built on the meta device (no memory is allocated)."""
+    cls = vlarl_policies.policy_class(name)
+    policy_config = cls.config_class.from_dict({**cls.presets[preset], "action_dim": 7, **config})
+    tokenizer = vlarl_policies.PromptTokenizer.train(["pick up the cube"], vocab_size=300)
+    with torch.device("meta"):
+        policy = cls(policy_config, tokenizer)
+    return sum(p.numel() for p in policy.parameters())
+
+
+def test_tiny_presets_are_small_and_published_presets_are_pi0_sized():
+    assert 5e5 < _count_parameters("pi0", "tiny") < 5e6
+    assert 5e5 < _count_parameters("pi05", "tiny") < 5e6
+    published = _count_parameters("pi0", "base")
+    assert 3.1e9 < published < 3.4e9
+    assert Pi0Config().action_horizon == 50 and Pi05Config().action_horizon == 10
