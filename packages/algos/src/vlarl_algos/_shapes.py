@@ -63,4 +63,6 @@ def expand_prefix(name: str, tensor: torch.Tensor, shape: torch.Size, target: st
             f"{name} must have the leading shape of {target} {tuple(shape)} (a prefix of it), "
             f"got shape {tuple(tensor.shape)}"
         )
+    if tensor.ndim == len(shape):
+        return tensor
     return tensor.reshape(tensor.shape + (1,) * (len(shape) - tensor.ndim)).expand(shape)

@@ -7,6 +7,8 @@ statistic. Everything here takes a loss mask whose shape is a prefix of the data
 boolean or a float weight per entry (see :func:`length_normalized_weights`).
 """
 
+import math
+
 import torch
 
 from vlarl_algos._shapes import check_ndim, expand_prefix
@@ -84,22 +86,24 @@ def masked_mean(x: torch.Tensor, loss_mask: torch.Tensor | None = None) -> torch
     return weighted.sum() / weights.sum().clamp(min=torch.finfo(x.dtype).tiny)
 
 
-def _masked_moments(x: torch.Tensor, loss_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Mean and unbiased variance of the entries of ``x`` the mask keeps, plus the keep mask."""
+def _masked_moments(
+    x: torch.Tensor, loss_mask: torch.Tensor | None, dim: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Mean and unbiased variance of the kept entries of ``x`` (over ``dim``, or all), and the keep mask."""
+    dims = tuple(range(x.ndim)) if dim is None else (dim,)
     if loss_mask is None:
-        keep = torch.ones_like(x, dtype=torch.bool)
-    else:
-        keep = expand_prefix("loss_mask", loss_mask, x.shape, "x") != 0
-    count = keep.sum()
-    kept = torch.where(keep, x, torch.zeros_like(x))
-    mean = kept.sum() / count.clamp(min=1)
+        count = math.prod(x.shape[d] for d in dims)
+        mean = x.mean(dims, keepdim=True)
+        return mean, (x - mean).square().sum(dims, keepdim=True) / max(count - 1, 1), None
+    keep = expand_prefix("loss_mask", loss_mask, x.shape, "x") != 0
+    count = keep.sum(dims, keepdim=True)
+    mean = torch.where(keep, x, torch.zeros_like(x)).sum(dims, keepdim=True) / count.clamp(min=1)
     centered = torch.where(keep, x - mean, torch.zeros_like(x))
-    var = centered.square().sum() / (count - 1).clamp(min=1)
-    return mean, var, keep
+    return mean, centered.square().sum(dims, keepdim=True) / (count - 1).clamp(min=1), keep
 
 
 def normalize_advantages(
-    advantages: torch.Tensor, loss_mask: torch.Tensor | None = None, eps: float = 1e-8
+    advantages: torch.Tensor, loss_mask: torch.Tensor | None = None, eps: float = 1e-8, dim: int | None = None
 ) -> torch.Tensor:
     """``(A - mean) / (std + eps)`` with the mean and (unbiased) std over masked entries only.
 
@@ -112,13 +116,16 @@ def normalize_advantages(
         loss_mask: ``[*L]`` mask or weights (an entry counts when its weight is nonzero);
             ``None`` normalizes over every entry.
         eps: added to the std so a constant batch does not divide by zero.
+        dim: normalize each slice along this axis on its own, e.g. ``dim=1`` on a
+            ``[num_minibatches, minibatch_size]`` view normalizes every minibatch at once;
+            ``None`` uses one mean and std for the whole tensor.
 
     Returns:
         Normalized advantages with the shape of ``advantages``.
     """
-    mean, var, keep = _masked_moments(advantages, loss_mask)
+    mean, var, keep = _masked_moments(advantages, loss_mask, dim)
     normalized = (advantages - mean) / (var.sqrt() + eps)
-    return torch.where(keep, normalized, torch.zeros_like(normalized))
+    return normalized if keep is None else torch.where(keep, normalized, torch.zeros_like(normalized))
 
 
 def explained_variance(
@@ -145,5 +152,6 @@ def explained_variance(
     values, returns = values.detach(), returns.detach()
     _, var_returns, _ = _masked_moments(returns, loss_mask)
     _, var_residual, _ = _masked_moments(returns - values, loss_mask)
+    var_returns, var_residual = var_returns.reshape(()), var_residual.reshape(())
     undefined = torch.full_like(var_returns, float("nan"))
     return torch.where(var_returns > 0, 1.0 - var_residual / var_returns, undefined)

@@ -108,24 +108,31 @@ def ppo_actor_loss(
     logratio = _zero_masked(logratio, keep)
     ratio = torch.exp(logratio)
     pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
-    pg_loss = torch.max(pg_loss1, pg_loss2)
-    if dual_clip is not None:
-        pg_loss3 = dual_clip * advantages.abs()
-        dual_clipped = pg_loss3 < pg_loss
-        pg_loss = torch.min(pg_loss, pg_loss3)
+    with torch.no_grad():
+        # Where a clipped term wins it is a constant of the parameters (the ratio is past its
+        # bound, or c * |A| for the dual clip), so the clipped losses are computed outside
+        # autograd and picked with torch.where: the values and gradients of
+        # min(max(pg_loss1, pg_loss2), pg_loss3), with fewer operations in the backward pass.
+        pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+        ratio_clipped = pg_loss2 > pg_loss1
+        pg_loss_clipped = torch.max(pg_loss1, pg_loss2)
+        clipped = ratio_clipped
+        if dual_clip is not None:
+            pg_loss3 = dual_clip * advantages.abs()
+            dual_clipped = pg_loss3 < pg_loss_clipped
+            pg_loss_clipped = torch.min(pg_loss_clipped, pg_loss3)
+            clipped = ratio_clipped | dual_clipped
+    pg_loss = torch.where(clipped, pg_loss_clipped, pg_loss1)
     loss = masked_mean(pg_loss, loss_mask)
 
     with torch.no_grad():
-        ratio = ratio.detach()
-        ones = torch.ones_like(ratio)
         metrics = {
             "policy_loss": loss.detach(),
-            "approx_kl": masked_mean((ratio - 1.0) - logratio.detach(), loss_mask),
-            "clip_fraction": masked_mean((pg_loss2 > pg_loss1).to(ratio.dtype), loss_mask),
+            "approx_kl": masked_mean((ratio - 1.0) - logratio, loss_mask),
+            "clip_fraction": masked_mean(ratio_clipped.to(ratio.dtype), loss_mask),
             "ratio_mean": masked_mean(ratio, loss_mask),
-            "ratio_min": (ratio if keep is None else torch.where(keep, ratio, ones * torch.inf)).min(),
-            "ratio_max": (ratio if keep is None else torch.where(keep, ratio, -ones * torch.inf)).max(),
+            "ratio_min": (ratio if keep is None else torch.where(keep, ratio, torch.inf)).min(),
+            "ratio_max": (ratio if keep is None else torch.where(keep, ratio, -torch.inf)).max(),
         }
         if dual_clip is not None:
             metrics["dual_clip_fraction"] = masked_mean(dual_clipped.to(ratio.dtype), loss_mask)
@@ -182,18 +189,16 @@ def value_loss(
         return F.huber_loss(prediction, returns, reduction="none", delta=huber_delta)
 
     v_loss = error(values)
-    if clip_range is None:
-        clipped = torch.zeros_like(values, dtype=torch.bool)
-    else:
+    if clip_range is not None:
         v_clipped = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
         v_loss = torch.max(v_loss, error(v_clipped))
-        clipped = (values.detach() - old_values).abs() > clip_range
     loss = masked_mean(v_loss, loss_mask)
-    metrics = {
-        "value_loss": loss.detach(),
-        "value_clip_ratio": masked_mean(clipped.to(values.dtype), loss_mask).detach(),
-    }
-    return loss, metrics
+    with torch.no_grad():
+        if clip_range is None:
+            clip_ratio = torch.zeros((), dtype=values.dtype)
+        else:
+            clip_ratio = masked_mean(((values - old_values).abs() > clip_range).to(values.dtype), loss_mask)
+    return loss, {"value_loss": loss.detach(), "value_clip_ratio": clip_ratio}
 
 
 def entropy_loss(
