@@ -64,6 +64,8 @@ class MetaWorldEnv(gym.Env):
     """One or several MetaWorld v3 tasks with instructions, images and replayable episodes."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 80}
+    instructions = METAWORLD_INSTRUCTIONS
+    """Every instruction the env can give (tokenizers of new policies are trained on them)."""
 
     def __init__(
         self,

@@ -1,0 +1,99 @@
+"""From rollouts to training samples: advantages (vlarl_algos), masks, and the minibatch plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+import vlarl_algos
+from vlarl_trainer.config import AlgorithmConfig
+
+
+def concat_epochs(epochs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rollout epochs side by side on the env axis: B = num_envs x rollout_epoch."""
+    first = epochs[0]
+    return {
+        "rewards": torch.as_tensor(np.concatenate([e["rewards"] for e in epochs], axis=1), dtype=torch.float32),
+        "dones": torch.as_tensor(np.concatenate([e["dones"] for e in epochs], axis=1), dtype=torch.float32),
+        "logprobs": torch.cat([e["logprobs"] for e in epochs], dim=1),
+        "values": None if first["values"] is None else torch.cat([e["values"] for e in epochs], dim=1),
+        "forward_inputs": {k: torch.cat([e["forward_inputs"][k] for e in epochs], dim=1) for k in first["forward_inputs"]},
+    }
+
+
+def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[dict[str, Any], dict[str, float]]:
+    """Advantages and returns for every chunk step, flattened to the steps the loss keeps.
+
+    Returns:
+        ``(batch, metrics)``: ``batch`` holds ``forward_inputs`` {k: [N, ...]}, ``old_logprobs``
+        [N, C, A], ``advantages`` [N], ``returns`` [N] or None, ``old_values`` [N] or None and
+        ``weights`` [N] (the loss mask, length-normalized when asked).
+    """
+    rewards, dones, values = rollout["rewards"], rollout["dones"], rollout["values"]
+    returns = None
+    if algorithm.name == "ppo":
+        if values is None:
+            raise ValueError("PPO needs a policy with a value head; set policy.kwargs.add_value_head or use GRPO")
+        loss_mask = vlarl_algos.first_done_mask(dones)
+        advantages, returns = vlarl_algos.compute_gae(
+            rewards, values, dones, gamma=algorithm.gamma, gae_lambda=algorithm.gae_lambda
+        )
+        if algorithm.normalize_advantages:
+            advantages = vlarl_algos.normalize_advantages(advantages, loss_mask)
+    else:
+        score_range = tuple(algorithm.score_range) if algorithm.score_range is not None else None
+        advantages, loss_mask = vlarl_algos.grpo_advantages(
+            rewards,
+            dones,
+            algorithm.group_size,
+            leave_one_out=algorithm.leave_one_out,
+            score_range=score_range,
+        )
+    weights = vlarl_algos.length_normalized_weights(loss_mask) if algorithm.length_normalized else loss_mask.float()
+    keep = weights.flatten() > 0
+    flat = lambda x: x.flatten(0, 1)[keep]  # noqa: E731  ([T, B, ...] -> kept [N, ...])
+    batch = {
+        "forward_inputs": {k: flat(v) for k, v in rollout["forward_inputs"].items()},
+        "old_logprobs": flat(rollout["logprobs"]),
+        "advantages": flat(advantages),
+        "returns": None if returns is None else flat(returns),
+        "old_values": None if values is None else flat(values[:-1]),
+        "weights": flat(weights),
+    }
+    metrics = {
+        "rollout/advantages_mean": float(vlarl_algos.masked_mean(advantages, loss_mask)),
+        "rollout/advantages_max": float(advantages[loss_mask].max()) if keep.any() else 0.0,
+        "rollout/advantages_min": float(advantages[loss_mask].min()) if keep.any() else 0.0,
+        "rollout/rewards": float(rewards.sum() / rewards.shape[1]),
+        "rollout/valid_steps": int(keep.sum()),
+    }
+    if returns is not None:
+        metrics["rollout/returns_mean"] = float(vlarl_algos.masked_mean(returns, loss_mask))
+        metrics["train/critic/explained_variance"] = float(
+            vlarl_algos.explained_variance(values[:-1], returns, loss_mask)
+        )
+    return batch, metrics
+
+
+def minibatch_plan(
+    num_samples: int, global_batch_size: int, micro_batch_size: int, world_size: int, update_epoch: int, seed: int
+) -> list[list[list[torch.Tensor]]]:
+    """``plan[g][r]``: the micro-batch index tensors of actor rank r in global batch g.
+
+    Each update epoch shuffles the samples with a generator seeded by ``seed`` and splits
+    them into ``round(N / global_batch_size)`` global batches (at least one), each split
+    evenly over the ranks and then into micro-batches of at most ``micro_batch_size``.
+    """
+    if num_samples < world_size:
+        raise ValueError(f"{num_samples} valid samples cannot be split over {world_size} actor ranks")
+    generator = torch.Generator().manual_seed(seed)
+    plan = []
+    batches = max(1, round(num_samples / global_batch_size))
+    for _ in range(update_epoch):
+        order = torch.randperm(num_samples, generator=generator)
+        for global_indices in torch.tensor_split(order, batches):
+            per_rank = torch.tensor_split(global_indices, world_size)
+            plan.append([list(torch.split(indices, micro_batch_size)) for indices in per_rank])
+    return plan

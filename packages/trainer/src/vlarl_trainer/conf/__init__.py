@@ -1,0 +1,1 @@
+"""Hydra configs of vlarl-train: config.yaml and the recipes under recipe/."""

@@ -1,0 +1,87 @@
+"""One rollout: env shards and policy copies stepping in a pipeline, then the trajectories.
+
+With ``pipeline_stage_num`` S, each env worker holds S shards. For every chunk step the
+driver asks the rollout worker for shard s's actions and the env worker to step shard s with
+them, as Ray futures; Ray runs an actor's calls in order, so while the env worker steps shard
+s the rollout worker already computes shard s + 1's actions. With S = 1 they take turns.
+Global env index = (env worker rank * S + stage) * envs_per_stage + index in the shard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from vlarl_trainer.cluster import WorkerGroup, wait_all
+
+
+@dataclass
+class Shards:
+    env: WorkerGroup
+    rollout: WorkerGroup
+    stage_num: int
+    envs_per_stage: int
+
+    def keys(self) -> list[tuple[int, int]]:
+        return [(rank, stage) for rank in range(len(self.env)) for stage in range(self.stage_num)]
+
+    def rollout_worker(self, env_rank: int):
+        return self.rollout.workers[env_rank % len(self.rollout)]
+
+    def offset(self, key: tuple[int, int]) -> int:
+        rank, stage = key
+        return (rank * self.stage_num + stage) * self.envs_per_stage
+
+
+def run_episodes(
+    shards: Shards,
+    options: list[dict[str, Any]],
+    chunk_steps: int,
+    deterministic: bool,
+    seed: int,
+    keep_trajectories: bool = True,
+    video_path: str | None = None,
+) -> dict[str, Any]:
+    """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks.
+
+    Returns:
+        Env results concatenated over the global env axis (``rewards`` [T, B], ``dones``
+        [T + 1, B], statistics [B], ``tasks``) and, with ``keep_trajectories``, the policy
+        outputs (``forward_inputs`` {k: [T, B, ...]}, ``logprobs`` [T, B, C, A], ``values``
+        [T + 1, B] or None).
+    """
+    keys = shards.keys()
+    wait_all([worker.begin.remote(seed + 7919 * index) for index, worker in enumerate(shards.rollout.workers)], "rollout")
+    observations = {}
+    for key in keys:
+        start = shards.offset(key)
+        env = shards.env.workers[key[0]]
+        shard_options = options[start : start + shards.envs_per_stage]
+        observations[key] = env.reset.remote(key[1], shard_options, record_video=video_path is not None)
+    for _ in range(chunk_steps):
+        for key in keys:
+            actions = shards.rollout_worker(key[0]).act.remote(key, observations[key], deterministic)
+            observations[key] = shards.env.workers[key[0]].step.remote(key[1], actions)
+    for key in keys:
+        shards.rollout_worker(key[0]).bootstrap.remote(key, observations[key])
+    env_results = wait_all([shards.env.workers[k[0]].results.remote(k[1]) for k in keys], "env")
+    merged: dict[str, Any] = {
+        name: np.concatenate([r[name] for r in env_results], axis=1 if name in ("rewards", "dones") else 0)
+        for name in ("rewards", "dones", "success_once", "success_at_end", "return", "episode_len")
+    }
+    merged["tasks"] = [task for r in env_results for task in r["tasks"]]
+    if video_path is not None:
+        merged["video"] = wait_all(shards.env.workers[0].take_video.remote(video_path), "env")
+    trajectories = wait_all([shards.rollout_worker(k[0]).trajectory.remote(k) for k in keys], "rollout")
+    if keep_trajectories:
+        merged["forward_inputs"] = {
+            name: torch.cat([t["forward_inputs"][name] for t in trajectories], dim=1)
+            for name in trajectories[0]["forward_inputs"]
+        }
+        merged["logprobs"] = torch.cat([t["logprobs"] for t in trajectories], dim=1)
+        has_values = trajectories[0]["values"] is not None
+        merged["values"] = torch.cat([t["values"] for t in trajectories], dim=1) if has_values else None
+    return merged

@@ -1,0 +1,233 @@
+"""The training loop: sync weights, roll out, compute advantages, update, log, evaluate, save.
+
+    Trainer(load_config(["recipe=metaworld_10_ppo_openpi_tiny"])).run()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+
+from vlarl_trainer import checkpoint as checkpoints
+from vlarl_trainer.batch import build_batch, concat_epochs, minibatch_plan
+from vlarl_trainer.cluster import WorkerGroup, free_port, gpu_bundles, gpu_count, start_ray, wait_all
+from vlarl_trainer.config import TrainConfig, config_from_yaml, to_yaml
+from vlarl_trainer.evaluation import evaluate, evaluation_options
+from vlarl_trainer.metrics import MetricLogger, truncate_metrics
+from vlarl_trainer.placement import device_count
+from vlarl_trainer.rollout import Shards, run_episodes
+from vlarl_trainer.validation import Layout, validate
+from vlarl_trainer.workers.actor_worker import ActorWorker
+from vlarl_trainer.workers.env_worker import EnvWorker
+from vlarl_trainer.workers.rollout_worker import RolloutWorker
+
+EPISODE_STATISTICS = ("success_once", "success_at_end", "return", "episode_len")
+
+
+def new_run_dir(config: TrainConfig) -> Path:
+    """A fresh run folder; an existing one is never reused."""
+    name = config.runner.name or f"{config.recipe or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(config.runner.output_dir) / name
+    try:
+        run_dir.mkdir(parents=True)
+    except FileExistsError:
+        raise FileExistsError(
+            f"run directory {run_dir} exists already; runs are never overwritten (choose runner.name, "
+            f"or continue it with resume={run_dir})"
+        ) from None
+    return run_dir
+
+
+def resumed_config(resume: str, overrides: list[str]) -> TrainConfig:
+    """The saved config of a run, with the overrides given on resuming (e.g. runner.max_steps)."""
+    run_dir = Path(resume)
+    if not (run_dir / "config.yaml").exists():
+        raise ValueError(f"resume={resume}: expected a run directory with config.yaml, found none")
+    config = config_from_yaml(run_dir / "config.yaml", [o for o in overrides if not o.startswith(("resume=", "recipe="))])
+    config.resume = str(run_dir)
+    return config
+
+
+def initial_policy(config: TrainConfig, layout: Layout, run_dir: Path, instructions: list[str]) -> str:
+    """The directory every worker loads the starting policy from."""
+    if config.policy.pretrained is not None:
+        return config.policy.pretrained
+    import vlarl_policies
+
+    torch.manual_seed(config.runner.seed)
+    policy = vlarl_policies.make(
+        config.policy.name,
+        preset=config.policy.preset,
+        tokenizer_corpus=instructions,
+        **{"action_dim": layout.action_dim, "state_dim": layout.state_dim, "action_chunk": config.env.action_chunk,
+           **config.policy.kwargs},
+    )
+    return str(policy.save_pretrained(run_dir / "initial_policy"))
+
+
+def env_instructions(config: TrainConfig) -> list[str]:
+    """Every instruction the env can give, so the tokenizer of a new policy covers them."""
+    import gymnasium as gym
+
+    env = gym.make(config.env.id, **config.env.kwargs)
+    instructions = getattr(env.unwrapped, "instructions", None)
+    env.close()
+    if instructions is None:
+        return []
+    return [sentence for options in instructions.sentences.values() for sentence in options]
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig) -> None:
+        self.layout = validate(config)
+        self.config = config
+        if config.resume is not None:
+            self.run_dir = Path(config.resume)
+            latest = checkpoints.latest_checkpoint(self.run_dir)
+            if latest is None:
+                raise ValueError(f"resume={config.resume}: the run has no complete checkpoint to continue from")
+            self.resume_from: Path | None = latest
+            self.start_step = checkpoints.read_state(latest)["step"]
+            truncate_metrics(self.run_dir / "metrics.jsonl", self.start_step)
+            policy_path = str(latest / "policy")
+        else:
+            self.run_dir = new_run_dir(config)
+            (self.run_dir / "config.yaml").write_text(to_yaml(config))
+            self.resume_from = None
+            self.start_step = 0
+            policy_path = initial_policy(config, self.layout, self.run_dir, env_instructions(config))
+        self._start_workers(policy_path)
+
+    # ------------------------------------------------------------------ set-up
+
+    def _start_workers(self, policy_path: str) -> None:
+        config, layout = self.config, self.layout
+        start_ray(config.cluster.address, config.cluster.num_cpus)
+        bundles = gpu_bundles(device_count(layout.placement)) if gpu_count() > 0 else None
+        threads = config.runner.torch_threads
+        env_args = (config.env.id, config.env.kwargs, config.env.action_chunk, layout.envs_per_stage,
+                    config.rollout.pipeline_stage_num)
+        self.env = WorkerGroup("env", EnvWorker, layout.placement["env"],
+                               [(env_args, {})] * layout.env_workers, bundles)
+        self.rollout = WorkerGroup("rollout", RolloutWorker, layout.placement["rollout"],
+                                   [((policy_path, threads), {})] * layout.rollout_workers, bundles)
+        world = layout.actor_workers
+        samples = config.env.num_envs * config.rollout.rollout_epoch * layout.chunk_steps
+        optimizer_steps = config.runner.max_steps * config.actor.update_epoch * max(1, samples // config.actor.global_batch_size)
+        port = free_port()
+        actor_args = [((rank, world, "127.0.0.1", port, policy_path, config.actor, config.algorithm,
+                        optimizer_steps, threads), {}) for rank in range(world)]
+        self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles)
+        self.shards = Shards(self.env, self.rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage)
+        pids = {group.role: group.get(group.call("pid")) for group in (self.env, self.rollout, self.actor)}
+        (self.run_dir / "workers.json").write_text(json.dumps(pids))
+        if self.resume_from is not None:
+            self.actor.get(self.actor.call("load", str(self.resume_from)))
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self) -> dict[str, Any]:
+        config = self.config
+        logger = MetricLogger(self.run_dir, config.runner.logger, dataclasses.asdict(config),
+                              config.runner.max_steps, self.start_step, config.runner.progress)
+        results: dict[str, Any] = {}
+        try:
+            if self.start_step == 0 and config.eval.at_start:
+                results["before"] = self._evaluate(0, logger)
+            for step in range(self.start_step, config.runner.max_steps):
+                metrics = self.train_step(step)
+                logger.log(step + 1, metrics)
+                logger.advance({"env/success_once": metrics["env/success_once"]})
+                last = step + 1 == config.runner.max_steps
+                if last or (config.runner.save_interval and (step + 1) % config.runner.save_interval == 0):
+                    self.save(step + 1)
+                if last or (config.eval.interval and (step + 1) % config.eval.interval == 0):
+                    results["after"] = self._evaluate(step + 1, logger)
+        finally:
+            logger.close()
+        results["run_dir"] = str(self.run_dir)
+        return results
+
+    def train_step(self, step: int) -> dict[str, float]:
+        """One training step; returns its metrics (names of docs/architecture.md)."""
+        config, layout = self.config, self.layout
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        weights = ray.put(self.actor.get(self.actor.workers[0].weights.remote()))
+        self.rollout.get(self.rollout.call("load_weights", weights, step))
+        timings["time/sync_weights"] = time.perf_counter() - start
+
+        mark = time.perf_counter()
+        epochs = []
+        for epoch in range(config.rollout.rollout_epoch):
+            options = training_options(config, step, epoch)
+            seed = int(np.random.default_rng([config.runner.seed, step, epoch]).integers(2**31))
+            epochs.append(run_episodes(self.shards, options, layout.chunk_steps, config.rollout.deterministic, seed))
+        timings["time/generate_rollouts"] = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        batch, metrics = build_batch(concat_epochs(epochs), config.algorithm)
+        plan = minibatch_plan(len(batch["weights"]), config.actor.global_batch_size, config.actor.micro_batch_size,
+                              layout.actor_workers, config.actor.update_epoch, config.runner.seed * 100003 + step)
+        timings["time/cal_adv_and_returns"] = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        batch_ref = ray.put(batch)
+        per_rank = self.actor.get(self.actor.call("train", batch_ref, plan))
+        timings["time/actor_training"] = time.perf_counter() - mark
+        for name in per_rank[0]:
+            metrics[train_metric_name(name)] = float(np.mean([m[name] for m in per_rank]))
+        for name in EPISODE_STATISTICS:
+            metrics[f"env/{name}"] = float(np.mean(np.concatenate([e[name] for e in epochs]).astype(np.float64)))
+        timings["time/step"] = time.perf_counter() - start
+        return {**metrics, **timings}
+
+    def _evaluate(self, step: int, logger: MetricLogger) -> dict[str, Any]:
+        config = self.config
+        start = time.perf_counter()
+        video_dir = self.run_dir / "videos" / f"eval_step_{step}" if config.eval.video else None
+        report = evaluate(self.shards, evaluation_options(config), self.layout.chunk_steps, config.runner.seed,
+                          video_dir)
+        report["metrics"]["time/eval"] = time.perf_counter() - start
+        logger.log(step, report["metrics"])
+        return report
+
+    def save(self, step: int) -> Path:
+        """Checkpoint policy, optimizer and scheduler (RNG streams are derived from the step)."""
+        return checkpoints.write_checkpoint(
+            self.run_dir, step, lambda tmp: self.actor.get(self.actor.call("save", str(tmp))),
+            {"seed": self.config.runner.seed, "version": step},
+        )
+
+    def close(self) -> None:
+        for group in (self.env, self.rollout, self.actor):
+            group.kill()
+
+
+def training_options(config: TrainConfig, step: int, epoch: int) -> list[dict[str, Any]]:
+    """Reset options of every env for one rollout epoch: episode ids drawn from (seed, step, epoch);
+    GRPO groups of ``group_size`` consecutive envs share one id (one initial state)."""
+    rng = np.random.default_rng([config.runner.seed, step, epoch])
+    num_envs = config.env.num_envs
+    if config.algorithm.name == "grpo":
+        group = config.algorithm.group_size
+        ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
+    else:
+        ids = rng.integers(0, 2**31, num_envs)
+    return [{"episode_id": int(i), "split": "train"} for i in ids]
+
+
+ACTOR_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "entropy_loss", "entropy", "grad_norm", "lr",
+                 "ratio_mean", "ratio_min", "ratio_max", "dual_clip_fraction"}
+
+
+def train_metric_name(name: str) -> str:
+    """``approx_kl`` -> ``train/actor/approx_kl``; ``value_loss`` -> ``train/critic/value_loss``."""
+    return f"train/actor/{name}" if name in ACTOR_METRICS else f"train/critic/{name}"

@@ -1,0 +1,133 @@
+"""Everything about a configuration that can be checked before Ray starts.
+
+Each problem is a ValueError naming the key, what it expected and what came; a recipe whose
+env or policy this vlarl version does not have says so instead of failing deep in a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+
+from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, STRATEGIES, TrainConfig
+from vlarl_trainer.placement import parse_component_placement
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Process counts and per-shard sizes derived from a validated config."""
+
+    placement: dict[str, list[tuple[int, ...]]]
+    envs_per_stage: int
+    chunk_steps: int
+    """T: policy calls per rollout epoch."""
+    action_dim: int
+    state_dim: int
+
+    @property
+    def env_workers(self) -> int:
+        return len(self.placement["env"])
+
+    @property
+    def rollout_workers(self) -> int:
+        return len(self.placement["rollout"])
+
+    @property
+    def actor_workers(self) -> int:
+        return len(self.placement["actor"])
+
+
+def check_env(config: TrainConfig) -> gym.Env:
+    """The env of the config, built once (cheap: simulators build on first reset)."""
+    import vlarl_envs  # noqa: F401  (registers the ids)
+
+    env_id = config.env.id
+    registered = sorted(i for i in gym.registry if i.startswith("vlarl/"))
+    if env_id not in gym.registry:
+        families = sorted({i.split("/")[1].split("-")[0] for i in registered})
+        raise ValueError(
+            f"env.id {env_id!r} is not available in this vlarl version (vlarl-envs {vlarl_envs.__version__}); "
+            f"available families: {families}"
+        )
+    return gym.make(env_id, action_chunk=config.env.action_chunk, **config.env.kwargs)
+
+
+def check_policy(config: TrainConfig) -> None:
+    import vlarl_policies
+
+    if config.policy.pretrained is None and config.policy.preset == "base":
+        raise ValueError(
+            "policy.preset 'base' (the published size) would start RL from random weights: set "
+            "policy.pretrained=<checkpoint dir> (an SFT or published checkpoint)"
+        )
+
+    known = vlarl_policies.available_policies()
+    if config.policy.pretrained is None and config.policy.name not in known:
+        raise ValueError(
+            f"policy.name {config.policy.name!r} is not available in this vlarl version "
+            f"(vlarl-policies {vlarl_policies.__version__}); available: {known}"
+        )
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def validate(config: TrainConfig) -> Layout:
+    """Check the config and return the derived layout."""
+    algorithm, actor, rollout, env = config.algorithm, config.actor, config.rollout, config.env
+    require(algorithm.name in ALGORITHMS, f"algorithm.name must be one of {ALGORITHMS}, got {algorithm.name!r}")
+    require(actor.lr_schedule in LR_SCHEDULES, f"actor.lr_schedule must be one of {LR_SCHEDULES}, got {actor.lr_schedule!r}")
+    require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
+    placement = parse_component_placement(config.cluster.component_placement)
+    check_policy(config)
+    probe = check_env(config)
+    action_shape = probe.action_space.shape
+    state_dim = probe.observation_space["states"].shape[0]
+    probe.close()
+
+    require(env.action_chunk >= 1, f"env.action_chunk must be >= 1, got {env.action_chunk}")
+    require(
+        env.max_steps % env.action_chunk == 0,
+        f"env.max_steps ({env.max_steps}) must be a multiple of env.action_chunk ({env.action_chunk})",
+    )
+    env_workers, rollout_workers, actor_workers = (len(placement[c]) for c in ("env", "rollout", "actor"))
+    shards = env_workers * rollout.pipeline_stage_num
+    require(
+        env.num_envs % shards == 0,
+        f"env.num_envs ({env.num_envs}) must divide into env workers x rollout.pipeline_stage_num "
+        f"({env_workers} x {rollout.pipeline_stage_num} = {shards})",
+    )
+    require(
+        env_workers % rollout_workers == 0,
+        f"env workers ({env_workers}) must be a multiple of rollout workers ({rollout_workers})",
+    )
+    if algorithm.name == "grpo":
+        require(algorithm.group_size >= 2, f"algorithm.group_size must be >= 2 for GRPO, got {algorithm.group_size}")
+        require(
+            env.num_envs % algorithm.group_size == 0,
+            f"env.num_envs ({env.num_envs}) must be a multiple of algorithm.group_size ({algorithm.group_size})",
+        )
+    chunk_steps = env.max_steps // env.action_chunk
+    samples = env.num_envs * rollout.rollout_epoch * chunk_steps
+    require(
+        samples % actor.global_batch_size == 0,
+        f"a rollout's chunk steps (num_envs {env.num_envs} x rollout_epoch {rollout.rollout_epoch} x "
+        f"{chunk_steps} = {samples}) must be a multiple of actor.global_batch_size ({actor.global_batch_size})",
+    )
+    per_rank = actor.micro_batch_size * actor_workers
+    require(
+        actor.global_batch_size % per_rank == 0,
+        f"actor.global_batch_size ({actor.global_batch_size}) must be a multiple of micro_batch_size x actor "
+        f"workers ({actor.micro_batch_size} x {actor_workers} = {per_rank})",
+    )
+    require(config.runner.max_steps >= 1, f"runner.max_steps must be >= 1, got {config.runner.max_steps}")
+    return Layout(
+        placement=placement,
+        envs_per_stage=env.num_envs // shards,
+        chunk_steps=chunk_steps,
+        action_dim=int(action_shape[-1]),
+        state_dim=int(state_dim),
+    )

@@ -1,0 +1,142 @@
+"""Env worker: ``pipeline_stage_num`` shards of environments, stepped on request.
+
+Training rollouts run without autoreset: every env plays one episode per rollout epoch from
+an episode id the driver chooses; an env whose episode ended is no longer stepped (its last
+observation is repeated and its later steps are masked out of the loss).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+POLICY_KEYS = ("main_images", "wrist_images", "states", "task_description")
+"""Observation keys the policy reads; privileged_state stays in the env worker."""
+
+
+def batch_observations(observations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Stack single-env observations: arrays gain a leading axis, instructions become a list."""
+    batch: dict[str, Any] = {}
+    for key in POLICY_KEYS:
+        if key not in observations[0]:
+            continue
+        values = [obs[key] for obs in observations]
+        batch[key] = list(values) if key == "task_description" else np.stack(values)
+    return batch
+
+
+class StageRecord:
+    """What one shard's episodes produced, step by step."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.rewards: list[np.ndarray] = []
+        self.dones: list[np.ndarray] = [np.zeros(num_envs, bool)]
+        self.success_once = np.zeros(num_envs, bool)
+        self.success_now = np.zeros(num_envs, bool)
+        self.returns = np.zeros(num_envs, np.float64)
+        self.lengths = np.zeros(num_envs, np.int64)
+        self.tasks: list[str] = [""] * num_envs
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.dones[-1]
+
+
+class EnvWorker:
+    """Holds ``stage_num`` lists of ``envs_per_stage`` single envs built with gym.make."""
+
+    def __init__(
+        self, env_id: str, env_kwargs: dict[str, Any], action_chunk: int, envs_per_stage: int, stage_num: int
+    ) -> None:
+        import vlarl_envs  # noqa: F401  (registers the ids in this process)
+
+        self.stages = [
+            [gym.make(env_id, action_chunk=action_chunk, **env_kwargs) for _ in range(envs_per_stage)]
+            for _ in range(stage_num)
+        ]
+        self.records: list[StageRecord | None] = [None] * stage_num
+        self.last_obs: list[list[dict[str, Any]]] = [[] for _ in range(stage_num)]
+        self.frames: list[np.ndarray] | None = None
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def reset(self, stage: int, options: list[dict[str, Any]], record_video: bool = False) -> dict[str, Any]:
+        """Start one episode per env of ``stage`` with the given reset options."""
+        envs = self.stages[stage]
+        if len(options) != len(envs):
+            raise ValueError(f"stage {stage} has {len(envs)} envs, got {len(options)} reset options")
+        record = StageRecord(len(envs))
+        observations = []
+        for index, (env, env_options) in enumerate(zip(envs, options)):
+            obs, info = env.reset(options=env_options)
+            observations.append(obs)
+            record.tasks[index] = str(info.get("task", ""))
+        self.records[stage] = record
+        self.last_obs[stage] = observations
+        self.frames = [] if record_video and stage == 0 else None
+        self._capture(observations[0], stage)
+        return batch_observations(observations)
+
+    def step(self, stage: int, actions: np.ndarray) -> dict[str, Any]:
+        """Run one chunk of actions ``[n, C, A]`` on the envs of ``stage`` still in their episode."""
+        record = self.records[stage]
+        envs = self.stages[stage]
+        rewards = np.zeros(len(envs), np.float32)
+        done = record.done.copy()
+        for index, env in enumerate(envs):
+            if done[index]:
+                continue
+            obs, reward, terminated, truncated, info = env.step(actions[index])
+            self.last_obs[stage][index] = obs
+            rewards[index] = reward
+            record.returns[index] += reward
+            record.lengths[index] += 1
+            record.success_now[index] = bool(info["success"])
+            record.success_once[index] |= bool(info["success"])
+            done[index] = terminated or truncated
+        record.rewards.append(rewards)
+        record.dones.append(done)
+        self._capture(self.last_obs[stage][0], stage)
+        return batch_observations(self.last_obs[stage])
+
+    def _capture(self, observation: dict[str, Any], stage: int) -> None:
+        if self.frames is not None and stage == 0 and "main_images" in observation:
+            self.frames.append(np.asarray(observation["main_images"]))
+
+    def results(self, stage: int) -> dict[str, Any]:
+        """Rewards ``[T, n]``, dones ``[T + 1, n]`` and per-episode statistics of ``stage``."""
+        record = self.records[stage]
+        return {
+            "rewards": np.stack(record.rewards),
+            "dones": np.stack(record.dones),
+            "success_once": record.success_once.copy(),
+            "success_at_end": record.success_now.copy(),
+            "return": record.returns.copy(),
+            "episode_len": record.lengths.copy(),
+            "tasks": list(record.tasks),
+        }
+
+    def take_video(self, path: str, fps: int = 10) -> str | None:
+        """Write the frames of stage 0's first env since the last reset as an mp4."""
+        if not self.frames:
+            return None
+        import imageio.v2 as imageio
+
+        from vlarl_envs.wrappers.record_video import caption_frame
+
+        instruction = str(self.last_obs[0][0].get("task_description", ""))
+        frames = [caption_frame(frame, [instruction[:40], f"step {i}"]) for i, frame in enumerate(self.frames)]
+        partial = f"{path}.partial.mp4"
+        imageio.mimwrite(partial, frames, fps=fps, macro_block_size=16)
+        os.replace(partial, path)
+        self.frames = None
+        return path
+
+    def close(self) -> None:
+        for envs in self.stages:
+            for env in envs:
+                env.close()

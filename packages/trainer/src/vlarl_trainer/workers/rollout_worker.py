@@ -1,0 +1,65 @@
+"""Rollout worker: an inference copy of the policy that acts for env shards and keeps what
+``evaluate`` will need (forward inputs, log-probs, values) until the driver collects it."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import torch
+
+from vlarl_trainer.workers.policy_loading import load_policy
+
+
+class RolloutWorker:
+    def __init__(self, policy_path: str, threads: int) -> None:
+        self.policy = load_policy(policy_path, threads).eval()
+        self.version = -1
+        self.generator = torch.Generator()
+        self.buffers: dict[Any, dict[str, list]] = {}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
+        """Take the actor's weights (a broadcast object shared by every rollout worker)."""
+        self.policy.load_state_dict(state_dict)
+        self.version = version
+        return version
+
+    def begin(self, seed: int) -> None:
+        """Start a rollout: fresh buffers and a sampling generator seeded for reproducibility."""
+        self.generator.manual_seed(seed)
+        self.buffers = defaultdict(lambda: defaultdict(list))
+
+    @torch.no_grad()
+    def act(self, key: Any, obs: dict[str, Any], deterministic: bool = False) -> np.ndarray:
+        """Actions ``[n, C, A]`` for one shard; the outputs are kept under ``key``."""
+        output = self.policy.act(obs, deterministic=deterministic, generator=self.generator)
+        buffer = self.buffers[key]
+        buffer["forward_inputs"].append(output.forward_inputs)
+        buffer["logprobs"].append(output.logprobs)
+        if output.values is not None:
+            buffer["values"].append(output.values)
+        return output.actions.numpy()
+
+    @torch.no_grad()
+    def bootstrap(self, key: Any, obs: dict[str, Any]) -> None:
+        """The value of the observation after the last step (GAE's ``values[T]``)."""
+        if self.policy.value_head is None:
+            return
+        output = self.policy.act(obs, deterministic=True, generator=self.generator)
+        self.buffers[key]["values"].append(output.values)
+
+    def trajectory(self, key: Any) -> dict[str, Any]:
+        """Time-stacked outputs of shard ``key``: forward inputs ``{k: [T, n, ...]}``, log-probs
+        ``[T, n, C, A]`` and values ``[T + 1, n]`` (None without a value head)."""
+        buffer = self.buffers.pop(key)
+        steps = buffer["forward_inputs"]
+        return {
+            "forward_inputs": {name: torch.stack([s[name] for s in steps]) for name in steps[0]},
+            "logprobs": torch.stack(buffer["logprobs"]),
+            "values": torch.stack(buffer["values"]) if buffer.get("values") else None,
+        }

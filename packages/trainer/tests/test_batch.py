@@ -1,0 +1,74 @@
+"""From rollouts to samples: advantages, masks and the minibatch plan (no Ray)."""
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vlarl_trainer.batch import build_batch, minibatch_plan
+from vlarl_trainer.config import AlgorithmConfig
+
+
+def rollout(T=4, B=4, C=2, A=3, done_at=(1, None, 3, None), success=(1, 0, 1, 0)):
+    dones = torch.zeros(T + 1, B)
+    rewards = torch.zeros(T, B)
+    for b, t in enumerate(done_at):
+        if t is not None:
+            dones[t + 1 :, b] = 1
+            rewards[t, b] = success[b]
+    return {
+        "rewards": rewards,
+        "dones": dones,
+        "logprobs": torch.randn(T, B, C, A),
+        "values": torch.randn(T + 1, B),
+        "forward_inputs": {"states": torch.arange(T * B, dtype=torch.float32).reshape(T, B, 1)},
+    }
+
+
+def test_ppo_batch_keeps_steps_up_to_the_first_done():
+    data = rollout()
+    batch, metrics = build_batch(data, AlgorithmConfig(name="ppo"))
+    # env 0 ends at step 1 (2 steps), env 2 at step 3 (4 steps), envs 1 and 3 run all 4
+    assert len(batch["weights"]) == 2 + 4 + 4 + 4
+    kept_states = set(batch["forward_inputs"]["states"].flatten().tolist())
+    assert 2 * 4 + 0 not in kept_states  # step 2 of env 0 comes after its done
+    assert batch["old_logprobs"].shape == (14, 2, 3)
+    assert abs(float(batch["advantages"].mean())) < 1e-5  # normalized over kept entries
+    assert "train/critic/explained_variance" in metrics and "rollout/returns_mean" in metrics
+
+
+def test_grpo_batch_drops_uniform_groups():
+    data = rollout(B=4, done_at=(1, 2, 0, 3), success=(1, 0, 1, 1))
+    data["values"] = None
+    config = AlgorithmConfig(name="grpo", group_size=2, score_range=[0.1, 0.9])
+    batch, metrics = build_batch(data, config)
+    # group (0, 1) mixes success and failure and is kept; group (2, 3) all succeeded and is dropped
+    assert len(batch["weights"]) == 2 + 3
+    assert batch["returns"] is None and batch["old_values"] is None
+    env = batch["forward_inputs"]["states"].flatten().long() % 4  # samples are flattened time-major
+    assert set(env.tolist()) == {0, 1}
+    assert torch.all(batch["advantages"][env == 0] > 0) and torch.all(batch["advantages"][env == 1] < 0)
+
+
+def test_length_normalized_weights_give_each_trajectory_equal_total():
+    batch, _ = build_batch(rollout(), AlgorithmConfig(name="ppo", length_normalized=True))
+    env = batch["forward_inputs"]["states"].flatten().long() % 4
+    assert torch.allclose(batch["weights"][env == 0], torch.full((2,), 0.5))
+    assert abs(float(batch["weights"].sum()) - 4.0) < 1e-5
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    samples=st.integers(8, 200),
+    global_batch=st.sampled_from([8, 16, 32]),
+    micro=st.sampled_from([1, 2, 4]),
+    world=st.sampled_from([1, 2, 4]),
+    epochs=st.integers(1, 3),
+)
+def test_minibatch_plan_covers_every_sample_once_per_epoch(samples, global_batch, micro, world, epochs):
+    plan = minibatch_plan(samples, global_batch, micro, world, epochs, seed=0)
+    flat = torch.cat([idx for batch in plan for rank in batch for idx in rank])
+    assert flat.numel() == samples * epochs
+    assert torch.equal(torch.bincount(flat, minlength=samples), torch.full((samples,), epochs))
+    for batch in plan:
+        assert len(batch) == world and all(len(rank) >= 1 for rank in batch)
+        assert all(idx.numel() <= micro for rank in batch for idx in rank)

@@ -1,0 +1,80 @@
+"""Recipes load and every config problem is caught before Ray starts, with a clear message."""
+
+import pytest
+
+from vlarl_trainer.config import available_recipes, load_config
+from vlarl_trainer.validation import validate
+
+CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise", "metaworld_10_grpo_openpi_tiny"]
+
+
+def test_seed_recipes_ship():
+    assert set(CPU_RECIPES) | {"metaworld_50_ppo_openpi", "libero_10_ppo_openpi", "maniskill_ppo_openvla",
+                               "maniskill_grpo_openvla", "gsenv_ppo_openpi_pi05"} <= set(available_recipes())
+
+
+@pytest.mark.parametrize("recipe", CPU_RECIPES)
+def test_cpu_recipes_validate(recipe):
+    config = load_config([f"recipe={recipe}"])
+    layout = validate(config)
+    assert layout.action_dim == 4 and layout.state_dim == 4
+    assert layout.chunk_steps == config.env.max_steps // config.env.action_chunk
+
+
+def test_variant_recipe_inherits_and_overrides():
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny_flownoise", "actor.lr=3e-5"])
+    assert config.policy.kwargs["noise_method"] == "flow_noise"
+    assert config.env.id == "vlarl/MetaWorld-MT10-v3" and config.actor.lr == 3e-5
+    assert config.recipe == "metaworld_10_ppo_openpi_tiny_flownoise"
+
+
+def test_missing_env_family_says_so():
+    config = load_config(["recipe=libero_10_ppo_openpi", "policy.pretrained=/nowhere"])
+    with pytest.raises(ValueError, match="'vlarl/LIBERO-10-v0' is not available in this vlarl version"):
+        validate(config)
+
+
+def test_missing_policy_says_so():
+    config = load_config(["recipe=maniskill_ppo_openvla", "policy.preset=tiny"])
+    with pytest.raises(ValueError, match="policy.name 'openvla' is not available"):
+        validate(config)
+
+
+def test_mandatory_checkpoint_is_named():
+    config_error = pytest.raises(ValueError, match="policy.pretrained")
+    with config_error:
+        validate(load_config(["recipe=metaworld_50_ppo_openpi"]))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["recipe=nope"], "unknown recipe 'nope'"),
+        ([], "name a recipe"),
+        (["recipe=metaworld_10_ppo_openpi_tiny", "actor.lrr=1"], "lrr"),
+        (["recipe=metaworld_10_ppo_openpi_tiny", "actor.lr=fast"], "actor.lr"),
+    ],
+)
+def test_bad_overrides(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(overrides)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["env.max_steps=101"], "multiple of env.action_chunk"),
+        (["env.num_envs=9", "rollout.pipeline_stage_num=2"], "must divide into env workers"),
+        (["actor.global_batch_size=30"], "multiple of actor.global_batch_size"),
+        (["actor.micro_batch_size=40"], "multiple of micro_batch_size"),
+        (["algorithm.name=a2c"], "algorithm.name"),
+        (["algorithm.name=grpo", "algorithm.group_size=3"], "multiple of algorithm.group_size"),
+        (["cluster.component_placement={env: 0, rollout: 0}"], "no placement for"),
+        (["cluster.component_placement={env: '0-1', rollout: '0-2', actor: 0}"], "multiple of rollout workers"),
+        (["env.id=vlarl/MetaWorld-fly-v3"], "not available"),
+    ],
+)
+def test_validation_errors(overrides, message):
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", *overrides])
+    with pytest.raises(ValueError, match=message):
+        validate(config)
