@@ -163,7 +163,7 @@ def test_pi0_weights_do_not_load_into_pi05(tmp_path):
 def test_wrong_shapes_are_reported(tmp_path):
     layout, _ = openpi_layout("pi0")
     write_checkpoint(tmp_path / "ckpt", layout)
-    with pytest.raises(ValueError, match=r"action_in_proj.weight: checkpoint \[96, 32\], model \[96, 16\]"):
+    with pytest.raises(ValueError, match=r"action_in_proj.weight: checkpoint \[96, 8\], model \[96, 16\]"):
         load_tiny(tmp_path / "ckpt", "pi0", max_action_dim=16)
 
 

@@ -9,7 +9,7 @@ import torch
 
 from vlarl_policies.pi0 import flow
 
-ACTION_DIM, CHUNK, HORIZON, STEPS, MAX_DIM = 3, 4, 8, 4, 32
+ACTION_DIM, CHUNK, HORIZON, STEPS, MAX_DIM = 3, 4, 8, 4, 8
 
 CONFIGS = [
     pytest.param("pi0", {"noise_method": "flow_sde"}, id="pi0-sde"),
@@ -164,7 +164,7 @@ def test_evaluate_rejects_foreign_forward_inputs(make_tiny, make_obs):
     with pytest.raises(ValueError, match=r"lacks \['chains'\]"):
         policy.evaluate({key: value for key, value in inputs.items() if key != "chains"})
     inputs["chains"] = inputs["chains"][:, :3]
-    with pytest.raises(ValueError, match=r"chains'\] must have shape \[2, 5, 8, 32\]"):
+    with pytest.raises(ValueError, match=r"chains'\] must have shape \[2, 5, 8, 8\]"):
         policy.evaluate(inputs)
 
 

@@ -68,14 +68,14 @@ def test_state_normalizer_uses_mean_std_or_quantiles():
 
 
 def test_prompts_follow_the_pi0_and_pi05_formats():
-    assert build_prompts(["open_the drawer\n"], None) == ["open the drawer \n"]
+    assert build_prompts([" open_the drawer\n"], None) == ["open the drawer\n"]
     pi05 = build_prompts(["open the drawer"], torch.tensor([[0, 128, 255]]))
     assert pi05 == ["Task: open the drawer, State: 0 128 255;\nAction: "]
 
 
 def test_tokenizer_pads_with_bos_first(tokenizer):
-    ids, mask = tokenizer.encode_batch(["pick up the red cube", "wipe the whiteboard"], max_len=12)
-    assert ids.shape == (2, 12) and ids.dtype == torch.long
+    ids, mask = tokenizer.encode_batch(["pick up the red cube", "wipe the whiteboard"], max_len=24)
+    assert ids.shape == (2, 24) and ids.dtype == torch.long
     assert bool((ids[:, 0] == tokenizer.bos_id).all())
     assert bool((ids[~mask] == tokenizer.pad_id).all())
     assert tokenizer.decode(ids[0][mask[0]].tolist()) == "pick up the red cube"

@@ -87,7 +87,7 @@ def test_unknown_names_presets_and_fields_raise(tmp_path):
     ("change", "message"),
     [
         ({"action_chunk": 9}, r"action_chunk \(9\) must be <= action_horizon \(8\)"),
-        ({"action_dim": 40}, r"action_dim \(40\) must be <= max_action_dim \(32\)"),
+        ({"action_dim": 9}, r"action_dim \(9\) must be <= max_action_dim \(8\)"),
         ({"noise_method": "flow_cps"}, "noise_method must be one of"),
         ({"train_expert_only": True, "lora_rank": 8}, "choose one"),
         ({"image_size": 70}, r"image_size \(70\) must be a multiple of patch_size \(16\)"),
@@ -108,9 +108,14 @@ def _count_parameters(name: str, preset: str, **config) -> int:
     return sum(p.numel() for p in policy.parameters())
 
 
-def test_tiny_presets_are_small_and_published_presets_are_pi0_sized():
+def test_tiny_presets_are_small():
     assert 5e5 < _count_parameters("pi0", "tiny") < 5e6
     assert 5e5 < _count_parameters("pi05", "tiny") < 5e6
-    published = _count_parameters("pi0", "base")
-    assert 3.1e9 < published < 3.4e9
+
+
+@pytest.mark.slow
+def test_published_presets_are_pi0_sized():
+    """SigLIP so400m (0.4 B) + Gemma 2B (2.5 B with its 257k-token embedding) + Gemma 300M expert."""
+    assert 3.1e9 < _count_parameters("pi0", "base") < 3.4e9
+    assert 3.1e9 < _count_parameters("pi05", "base") < 3.4e9
     assert Pi0Config().action_horizon == 50 and Pi05Config().action_horizon == 10

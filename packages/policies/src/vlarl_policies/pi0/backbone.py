@@ -48,8 +48,13 @@ def vision_config(config: Pi0Config) -> SiglipVisionConfig:
 
 
 def gemma_config(config: Pi0Config, width: int, mlp_dim: int, vocab_size: int) -> GemmaConfig:
-    """A Gemma config of the shared depth and heads with the given width."""
+    """A Gemma config of the shared depth and heads with the given width.
+
+    Weights start with std 1 / sqrt(width): about Gemma's 0.02 at the published width 2048, and
+    large enough at tiny widths for image tokens to reach the expert early in training.
+    """
     return GemmaConfig(
+        initializer_range=width**-0.5,
         vocab_size=vocab_size,
         hidden_size=width,
         intermediate_size=mlp_dim,

@@ -139,6 +139,8 @@ _TINY: dict[str, Any] = {
     "camera_keys": ("main_images",),
     "action_horizon": 8,
     "action_chunk": 4,
+    # Few padded action dims: each one is a velocity the small network must also learn.
+    "max_action_dim": 8,
     "image_size": 64,
     "patch_size": 16,
     "vision_width": 96,

@@ -1,0 +1,124 @@
+"""Time act / evaluate of the pi0 and pi0.5 policies and count their parameters; prints Markdown tables.
+
+    uv run --locked python benchmarks/policy_speed.py --threads 1            # tiny, CPU
+    uv run --locked python benchmarks/policy_speed.py --preset base --device cuda --dtype bfloat16
+
+``act`` runs under no_grad as a rollout worker calls it; ``evaluate`` runs with gradients as the
+actor calls it, and ``evaluate + backward`` adds the backward pass of a PPO-style loss. Times are
+medians over ``--repeats`` calls after ``--warmup`` calls. Parameter counts build each preset on
+the meta device, so the published size costs no memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import vlarl_policies
+from vlarl_policies.registry import preset_config
+from vlarl_policies.tokenizer import PromptTokenizer
+
+POLICIES = ("pi0", "pi05")
+
+
+def observation_batch(batch: int, image_size: int, state_dim: int, wrist: bool) -> dict:
+    rng = np.random.default_rng(0)
+    obs = {
+        "main_images": rng.integers(0, 256, (batch, image_size, image_size, 3), dtype=np.uint8),
+        "states": rng.uniform(-1, 1, (batch, state_dim)).astype(np.float32),
+        "task_description": ["pick up the red cube and put it on the plate"] * batch,
+    }
+    if wrist:
+        obs["wrist_images"] = rng.integers(0, 256, (batch, image_size, image_size, 3), dtype=np.uint8)
+    return obs
+
+
+def median_seconds(function, warmup: int, repeats: int, device: torch.device) -> float:
+    for _ in range(warmup):
+        function()
+    samples = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        function()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def parameter_count(name: str, preset: str) -> int:
+    cls, config = preset_config(name, preset, action_dim=7, state_dim=8)
+    tokenizer = PromptTokenizer.train(["pick up the cube"], vocab_size=300)
+    with torch.device("meta"):
+        policy = cls(config, tokenizer)
+    return sum(p.numel() for p in policy.parameters())
+
+
+def time_policy(name: str, args: argparse.Namespace) -> dict[str, float]:
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    policy = vlarl_policies.make(name, preset=args.preset, action_dim=7, state_dim=8, dtype=args.dtype,
+                                 device=device)
+    config = policy.config
+    obs = observation_batch(args.batch, config.image_size, 8, wrist=len(config.camera_keys) > 1)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    rollout = policy.act(obs)
+
+    def evaluate() -> None:
+        policy.evaluate(rollout.forward_inputs)
+
+    def evaluate_backward() -> None:
+        out = policy.evaluate(rollout.forward_inputs)
+        (-out.logprobs.sum(dim=(1, 2)).mean() + out.values.square().mean()).backward()
+        policy.zero_grad(set_to_none=True)
+
+    result = {
+        "act": median_seconds(lambda: policy.act(obs), args.warmup, args.repeats, device),
+        "evaluate": median_seconds(evaluate, args.warmup, args.repeats, device),
+        "evaluate_backward": median_seconds(evaluate_backward, args.warmup, args.repeats, device),
+    }
+    if device.type == "cuda":
+        result["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    print(f"preset={args.preset} device={args.device} dtype={args.dtype} batch={args.batch} "
+          f"threads={args.threads} torch={torch.__version__}")
+    print("\n| policy | act (ms) | evaluate (ms) | evaluate + backward (ms) |" +
+          (" peak memory (GiB) |" if args.device.startswith("cuda") else ""))
+    print("|---|---|---|---|" + ("---|" if args.device.startswith("cuda") else ""))
+    for name in POLICIES:
+        result = time_policy(name, args)
+        row = (f"| {name} {args.preset} | {1000 * result['act']:.1f} | {1000 * result['evaluate']:.1f} | "
+               f"{1000 * result['evaluate_backward']:.1f} |")
+        if "peak_memory_gib" in result:
+            row += f" {result['peak_memory_gib']:.1f} |"
+        print(row, flush=True)
+
+    print("\n| policy | tiny parameters | published (base) parameters |")
+    print("|---|---|---|")
+    for name in POLICIES:
+        print(f"| {name} | {parameter_count(name, 'tiny'):,} | {parameter_count(name, 'base'):,} |")
+
+
+if __name__ == "__main__":
+    main()
