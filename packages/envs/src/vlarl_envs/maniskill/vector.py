@@ -3,26 +3,26 @@
 ``make_maniskill_vec`` picks by machine: with CUDA, ``ManiSkillBatchedEnv`` runs all
 sub-scenes in one ManiSkill env (``physx_cuda``) and returns torch tensors on the GPU, so
 images never leave the device before the policy sees them; without CUDA (ManiSkill's CPU
-backend simulates one env per process) it is ``vlarl_envs.make_vec``'s subprocess vector
-env of single envs. Both are gymnasium ``VectorEnv``s with SAME_STEP autoreset and the
+backend simulates one env per process) a subprocess ``AsyncVectorEnv`` of single envs. Both are gymnasium ``VectorEnv``s with SAME_STEP autoreset and the
 contract's reward modes, action chunks and episode statistics.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from vlarl_envs.contract import validate_choice, validate_options
 from vlarl_envs.maniskill.env import check_arguments, episode_source
 from vlarl_envs.maniskill.episodes import reset_arguments
 from vlarl_envs.maniskill.observations import ObservationAdapter
+from vlarl_envs.maniskill.registration import make_maniskill_env
 from vlarl_envs.maniskill.tasks import build_simulator, registered_horizon
-from vlarl_envs.vector import make_vec
 from vlarl_envs.wrappers import REWARD_MODES
 
 BACKENDS = ("auto", "gpu", "subprocess")
@@ -45,7 +45,12 @@ def make_maniskill_vec(task: str, env_id: str, num_envs: int = 1, backend: str =
 
         backend = "gpu" if torch.cuda.is_available() else "subprocess"
     if backend == "subprocess":
-        return make_vec(env_id, num_envs, vectorization_mode="async", **env_kwargs)
+        if num_envs < 1:
+            raise ValueError(f"{env_id}: num_envs must be >= 1, got {num_envs}")
+        # A module-level factory: the worker imports vlarl_envs by unpickling it, so the
+        # ids need no registration in the (forkserver) worker process.
+        factory = functools.partial(make_maniskill_env, task=task, env_id=env_id, **env_kwargs)
+        return AsyncVectorEnv([factory] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP, context="forkserver")
     return ManiSkillBatchedEnv(task, env_id, num_envs, sim_backend="physx_cuda", **env_kwargs)
 
 

@@ -117,7 +117,12 @@ def make_episode(split: str, episode_id: int) -> PutOnPlateEpisode:
     variations = VARIATIONS[split]
     variation = variations[episode_id % len(variations)]
 
-    target = _pick(rng, UNSEEN_OBJECTS if variation == "object" else TRAIN_OBJECTS)
+    if variation == "object":
+        target = _pick(rng, UNSEEN_OBJECTS)
+    elif variation == "multi_object":
+        target = _pick(rng, tuple(spec for spec in TRAIN_OBJECTS if len(_similar(spec)) >= 2))
+    else:
+        target = _pick(rng, TRAIN_OBJECTS)
     others = [spec for spec in TRAIN_OBJECTS if spec.name != target.name]
     if variation == "multi_object":
         distractors = _similar_distractors(rng, target, others, count=int(rng.integers(4, 6)))
@@ -157,11 +162,20 @@ def _pick(rng: np.random.Generator, specs: tuple[ObjectSpec, ...]) -> ObjectSpec
     return specs[int(rng.integers(len(specs)))]
 
 
+def _similar(target: ObjectSpec) -> list[ObjectSpec]:
+    """Training objects other than ``target`` that share its colour or its shape."""
+    return [
+        spec
+        for spec in TRAIN_OBJECTS
+        if spec.name != target.name and (spec.colour == target.colour or shape_of(spec) == shape_of(target))
+    ]
+
+
 def _similar_distractors(
     rng: np.random.Generator, target: ObjectSpec, others: list[ObjectSpec], count: int
 ) -> list[ObjectSpec]:
     """``count`` distractors, two or more of which share the target's colour or shape."""
-    similar = [spec for spec in others if spec.colour == target.colour or shape_of(spec) == shape_of(target)]
+    similar = _similar(target)
     different = [spec for spec in others if spec not in similar]
     n_similar = min(len(similar), max(2, int(rng.integers(2, count + 1))))
     picked = [similar[i] for i in rng.choice(len(similar), size=n_similar, replace=False)]

@@ -86,14 +86,17 @@ class PutOnPlateTask(BaseEnv):
         self.plate = self._build_plate()
         friction = sapien.physx.PhysxMaterial(static_friction=1.0, dynamic_friction=1.0, restitution=0.0)
         self.objects = [self._build_object(spec, friction) for spec in ALL_OBJECTS]
-        self.camera_rig = self.scene.create_actor_builder().build_kinematic("camera_rig")
-        self._target_index = torch.zeros(self.num_envs, dtype=torch.long)
-        self._move_step = torch.full((self.num_envs,), -1, dtype=torch.long)
-        self._move_pose = torch.zeros((self.num_envs, 7))
-        self._grasp_offset = torch.zeros((self.num_envs, 3))
-        self._grasp_yaw = torch.zeros(self.num_envs)
-        self._grasp_height = torch.zeros(self.num_envs)
-        self._half_height = torch.zeros(self.num_envs)
+        rig = self.scene.create_actor_builder()
+        rig.initial_pose = sapien_utils.look_at(CAMERA_EYE, CAMERA_TARGET).sp
+        self.camera_rig = rig.build_kinematic("camera_rig")
+        with torch.device(self.device):
+            self._target_index = torch.zeros(self.num_envs, dtype=torch.long)
+            self._move_step = torch.full((self.num_envs,), -1, dtype=torch.long)
+            self._move_pose = torch.zeros((self.num_envs, 7))
+            self._grasp_offset = torch.zeros((self.num_envs, 3))
+            self._grasp_yaw = torch.zeros(self.num_envs)
+            self._grasp_height = torch.zeros(self.num_envs)
+            self._half_height = torch.zeros(self.num_envs)
         self._episodes = [None] * self.num_envs
 
     def _build_table(self) -> None:
@@ -232,7 +235,7 @@ class PutOnPlateTask(BaseEnv):
             self._move_step[env] = -1 if move is None else move.step
             if move is not None:
                 self._move_pose[env] = torch.tensor(_table_pose(spec, move.x, move.y, move.yaw))
-        entities = [self.objects[int(self._target_index[env])]._objs[env] for env in range(self.num_envs)]
+        entities = [self.objects[index]._objs[env] for env, index in enumerate(self._target_index.tolist())]
         self.target = Actor.create_from_entities(entities, self.scene, torch.arange(self.num_envs), shared_name="target")
 
     def _apply_lighting(self, env_idx_list: list[int], episodes: list[PutOnPlateEpisode]) -> None:
@@ -247,17 +250,16 @@ class PutOnPlateTask(BaseEnv):
 
     def _before_control_step(self):
         """The ``moved_object`` variation: teleport the target once, unless it is held."""
-        due = (self._move_step == self.elapsed_steps.cpu()) & (self._move_step >= 0)
+        due = (self._move_step == self.elapsed_steps) & (self._move_step >= 0)
         if not bool(due.any()):
             return
-        due &= ~self.agent.is_grasping(self.target).cpu()
+        due &= ~self.agent.is_grasping(self.target)
         if not bool(due.any()):
             return
-        current = self.target.pose.raw_pose.cpu().clone()
-        current[due] = self._move_pose[due]
-        self.target.set_pose(Pose.create(current.to(self.device)))
-        self.target.set_linear_velocity(torch.zeros((self.num_envs, 3), device=self.device))
-        self.target.set_angular_velocity(torch.zeros((self.num_envs, 3), device=self.device))
+        keep = ~due[:, None]
+        self.target.set_pose(Pose.create(torch.where(keep, self.target.pose.raw_pose, self._move_pose)))
+        self.target.set_linear_velocity(self.target.linear_velocity * keep)
+        self.target.set_angular_velocity(self.target.angular_velocity * keep)
         if self.gpu_sim_enabled:
             self.scene._gpu_apply_all()
 
@@ -266,7 +268,7 @@ class PutOnPlateTask(BaseEnv):
         plate_position = self.plate.pose.p
         horizontal = torch.linalg.norm(target_position[:, :2] - plate_position[:, :2], dim=1)
         height = target_position[:, 2] - (plate_position[:, 2] + PLATE_TOP)
-        half_height = self._half_height.to(self.device)
+        half_height = self._half_height
         over_plate = horizontal <= PLATE_RADIUS - 0.01
         on_plate = over_plate & (height > 0.0) & (height <= half_height + 0.02)
         is_grasped = self.agent.is_grasping(self.target)
@@ -281,14 +283,14 @@ class PutOnPlateTask(BaseEnv):
     def _get_obs_extra(self, info: dict):
         """The privileged state the scripted expert reads, in the order of ``experts.PUT_ON_PLATE_LAYOUT``."""
         target_pose = self.target.pose
-        grasp_point = target_pose.p + _rotate(target_pose.q, self._grasp_offset.to(self.device))
-        grasp_yaw = _yaw(target_pose.q) + self._grasp_yaw.to(self.device)
+        grasp_point = target_pose.p + _rotate(target_pose.q, self._grasp_offset)
+        grasp_yaw = _yaw(target_pose.q) + self._grasp_yaw
         return dict(
             tcp_pose=self.agent.tcp_pose.raw_pose,
             target_pose=target_pose.raw_pose,
             grasp_point=grasp_point,
             grasp_yaw=grasp_yaw[:, None],
-            grasp_height=self._grasp_height.to(self.device)[:, None],
+            grasp_height=self._grasp_height[:, None],
             plate_position=self.plate.pose.p + torch.tensor([0.0, 0.0, PLATE_TOP], device=self.device),
             is_grasped=info["is_grasped"].float()[:, None],
         )

@@ -1,0 +1,118 @@
+"""Batched ManiSkill behind the VectorEnv contract: subprocesses on CPU, one GPU-simulated env with CUDA."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from vlarl_envs.testing import require_simulator
+
+require_simulator("mani_skill")
+
+import vlarl_envs  # noqa: E402, F401  (registers the ids)
+from vlarl_envs.maniskill import ManiSkillBatchedEnv  # noqa: E402
+from vlarl_envs.maniskill.put_on_plate import make_episode  # noqa: E402
+
+pytestmark = pytest.mark.sim
+
+PICK_CUBE = "vlarl/ManiSkill-PickCube-v1"
+PUT_ON_PLATE = "vlarl/ManiSkill-PutOnPlate-v0"
+
+
+@pytest.fixture(scope="module")
+def batched_cpu():
+    """The batched env on ManiSkill's CPU backend, where one sub-scene is the limit: it runs
+    the same code as the GPU path, minus the device."""
+    env = ManiSkillBatchedEnv("PutOnPlate", PUT_ON_PLATE, 1, obs_mode="state", horizon=3, sim_backend="physx_cpu")
+    yield env
+    env.close()
+
+
+def test_batched_reset_matches_the_single_env(batched_cpu):
+    obs, info = batched_cpu.reset(options={"episode_id": [6], "split": "semantic"})
+    assert info["episode_id"].tolist() == [6]
+    assert obs["task_description"] == (make_episode("semantic", 6).instruction,)
+    assert tuple(obs["states"].shape) == (1, 8) and tuple(obs["privileged_state"].shape) == (1, 41)
+    single = gym.make(PUT_ON_PLATE, obs_mode="state")
+    expected, _ = single.reset(options={"episode_id": 6, "split": "semantic"})
+    np.testing.assert_allclose(obs["privileged_state"][0].numpy(), expected["privileged_state"], atol=1e-6)
+    np.testing.assert_allclose(obs["states"][0].numpy(), expected["states"], atol=1e-6)
+    single.close()
+
+
+def test_batched_same_step_autoreset_with_statistics(batched_cpu):
+    batched_cpu.reset(seed=0, options={"episode_id": 2})
+    actions = np.zeros((1, 7), np.float32)
+    for step in range(3):
+        obs, rewards, terminated, truncated, info = batched_cpu.step(actions)
+        assert rewards.dtype.is_floating_point and tuple(rewards.shape) == (1,)
+    assert truncated.tolist() == [True] and terminated.tolist() == [False]
+    assert info["_final_obs"].tolist() == [True] and info["_final_info"].tolist() == [True]
+    episode = info["final_info"]["episode"]
+    assert episode["episode_len"].tolist() == [3] and episode["success_once"].tolist() == [False]
+    final_target = info["final_obs"][0]["privileged_state"]
+    assert not np.allclose(final_target.numpy(), obs["privileged_state"][0].numpy())
+    new_episode = make_episode("train", int(info["episode_id"][0]))
+    assert obs["task_description"] == (new_episode.instruction,)
+    truncations = [batched_cpu.step(actions)[3].tolist() for _ in range(3)]
+    assert truncations == [[False], [False], [True]]  # the counters restarted with the new episode
+
+
+def test_batched_action_chunks_and_bad_actions():
+    env = ManiSkillBatchedEnv(
+        "PickCube", PICK_CUBE, 1, obs_mode="state", horizon=3, action_chunk=2, reward_mode="dense", sim_backend="physx_cpu"
+    )
+    assert env.action_space.shape == (1, 2, 7)
+    env.reset(options={"episode_id": 0})
+    _, rewards, _, _, info = env.step(np.zeros((1, 2, 7), np.float32))
+    assert info["chunk_steps"].tolist() == [2] and float(rewards[0]) == pytest.approx(float(info["chunk_rewards"].sum()))
+    _, _, _, truncated, info = env.step(np.zeros((1, 2, 7), np.float32))
+    assert truncated.tolist() == [True] and info["chunk_steps"].tolist() == [1]
+    assert info["chunk_dones"].tolist() == [[True, False]]
+    with pytest.raises(ValueError, match=r"vlarl/ManiSkill-PickCube-v1: expected actions of shape \(1, 2, 7\), got shape \(1, 7\)"):
+        env.step(np.zeros((1, 7), np.float32))
+    with pytest.raises(ValueError, match="finite"):
+        env.step(np.full((1, 2, 7), np.inf, np.float32))
+    with pytest.raises(ValueError, match="dtype torch.int64"):
+        env.step(np.zeros((1, 2, 7), np.int64))
+    with pytest.raises(ValueError, match="expected 1 episode ids, got 2"):
+        env.reset(options={"episode_id": [0, 1]})
+    env.close()
+
+
+@pytest.mark.slow
+def test_make_vec_picks_subprocesses_without_cuda():
+    import torch
+    from gymnasium.vector import AsyncVectorEnv
+
+    vec = gym.make_vec(PICK_CUBE, num_envs=2, obs_mode="state", horizon=3)
+    assert isinstance(vec, ManiSkillBatchedEnv if torch.cuda.is_available() else AsyncVectorEnv)
+    obs, _ = vec.reset(seed=0)
+    assert obs["states"].shape == (2, 8) and len(obs["task_description"]) == 2
+    for _ in range(3):
+        obs, rewards, terminated, truncated, infos = vec.step(np.zeros((2, 7), np.float32))
+    assert np.asarray(truncated).all()
+    assert infos["_final_obs"].all()
+    assert np.asarray(infos["final_info"]["episode"]["episode_len"]).tolist() == [3, 3]
+    vec.close()
+
+
+@pytest.mark.gpu
+def test_gpu_batched_put_on_plate_keeps_tensors_on_the_device():
+    import torch
+
+    vec = gym.make_vec(PUT_ON_PLATE, num_envs=4, image_size=64, horizon=2, action_chunk=2)
+    assert isinstance(vec, ManiSkillBatchedEnv)
+    obs, _ = vec.reset(options={"episode_id": [0, 1, 2, 3]})
+    assert obs["main_images"].device.type == "cuda" and tuple(obs["main_images"].shape) == (4, 64, 64, 3)
+    assert obs["wrist_images"].dtype == torch.uint8 and tuple(obs["states"].shape) == (4, 8)
+    assert obs["task_description"] == tuple(make_episode("train", k).instruction for k in range(4))
+    first = obs["privileged_state"].clone()
+    again, _ = vec.reset(options={"episode_id": [0, 1, 2, 3]})
+    torch.testing.assert_close(again["privileged_state"], first)
+    actions = torch.zeros((4, 2, 7), device="cuda")
+    for _ in range(2):
+        obs, rewards, terminated, truncated, info = vec.step(actions)
+    assert rewards.device.type == "cuda" and truncated.all()
+    assert info["_final_obs"].all() and info["final_obs"][3]["main_images"].device.type == "cuda"
+    assert info["final_info"]["episode"]["episode_len"].tolist() == [2, 2, 2, 2]
+    vec.close()
