@@ -6,7 +6,7 @@ with every contract wrapper) and their ratio, for state observations and for 128
 then the vector env's throughput with 1 and 2 subprocess workers. Raw and wrapped runs
 alternate in rounds and the median round is reported, so both see the same machine load.
 
-    uv run python benchmarks/env_overhead.py [--family metaworld] [--steps 2000] [--rounds 9]
+    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill] [--steps 2000] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 import vlarl_envs
 
 METAWORLD_TASK = "reach-v3"
+MANISKILL_TASK = "PickCube"
 IMAGE_SIZE = 128
 
 
@@ -112,7 +113,54 @@ def metaworld_vector_rows(steps: int) -> None:
         print(f"| MetaWorld reach-v3 | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
 
 
-FAMILIES = {"metaworld": (metaworld_rows, metaworld_vector_rows)}
+def maniskill_pair(obs_mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(raw step, wrapped step) of two PickCube simulators built alike: raw is ``gym.make`` of
+    ManiSkill's own id with the observation mode, controller, robot, reward and cameras the
+    vlarl env uses; wrapped is ``gym.make`` of the vlarl id. Neither truncates."""
+    from vlarl_envs.maniskill.tasks import MANISKILL_TASKS, load_maniskill
+
+    load_maniskill()  # registers ManiSkill's own ids
+    task = MANISKILL_TASKS[MANISKILL_TASK]
+    raw_env = gym.make(
+        task.maniskill_id,
+        max_episode_steps=10**9,
+        robot_uids=task.robot_uids,
+        obs_mode="rgb+state" if obs_mode == "rgb" else "state",
+        control_mode="pd_ee_delta_pose",
+        reward_mode="normalized_dense",
+        sensor_configs=dict(width=IMAGE_SIZE, height=IMAGE_SIZE, shader_pack="minimal"),
+    )
+    wrapped_env = gym.make(task.env_id, obs_mode=obs_mode, image_size=IMAGE_SIZE, horizon=10**9)
+    action = np.zeros(7, np.float32)
+    return looping_stepper(raw_env, action), looping_stepper(wrapped_env, action)
+
+
+def maniskill_rows(steps: int, rounds: int) -> None:
+    for mode, obs_mode, n in (("state", "state", steps // 4), (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", "rgb", steps // 40)):
+        raw_step, wrapped_step = maniskill_pair(obs_mode)
+        rates = alternate(
+            {"raw": lambda: cpu_steps_per_second(raw_step, n), "wrapped": lambda: cpu_steps_per_second(wrapped_step, n)},
+            rounds,
+        )
+        report_overhead(f"ManiSkill {MANISKILL_TASK}-v1", mode, rates)
+
+
+def maniskill_vector_rows(steps: int) -> None:
+    """Subprocess workers (ManiSkill's CPU backend holds one env per process)."""
+    env_id = f"vlarl/ManiSkill-{MANISKILL_TASK}-v1"
+    for mode, kwargs, n in (
+        ("state", {"obs_mode": "state"}, steps // 4),
+        (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", {"obs_mode": "rgb", "image_size": IMAGE_SIZE}, steps // 40),
+    ):
+        one = vector_throughput(env_id, 1, n, **kwargs)
+        two = vector_throughput(env_id, 2, n, **kwargs)
+        print(f"| ManiSkill {MANISKILL_TASK}-v1 | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
+
+
+FAMILIES = {
+    "metaworld": (metaworld_rows, metaworld_vector_rows),
+    "maniskill": (maniskill_rows, maniskill_vector_rows),
+}
 
 
 def main() -> None:
