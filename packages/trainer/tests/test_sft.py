@@ -62,7 +62,7 @@ def test_training_cuts_the_loss_and_writes_the_run_directory(dataset_root, tmp_p
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [20, 40, 60]
     assert {"sft/loss", "train/actor/grad_norm", "train/actor/lr", "time/steps_per_second"} <= set(lines[0])
-    assert list(run_dir.glob("events.out.tfevents.*"))
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert result.checkpoint == run_dir / "checkpoints" / "step_60"
     policy = vlarl_policies.from_pretrained(result.checkpoint)
     state_mean = load_dataset(dataset_root).stats["observation.state"]["mean"]

@@ -5,8 +5,8 @@
 
 Training samples frames uniformly, each with the next H actions of its episode (H = the
 policy's action horizon; the pi0 family regresses them with its flow-matching loss). The run
-directory gets ``config.json``, TensorBoard events and ``metrics.jsonl`` (CleanRL style: one
-JSON object per logged step), ``checkpoints/step_N/`` (``save_pretrained``, written atomically)
+directory gets ``config.json``, ``tensorboard/`` and ``metrics.jsonl`` (one JSON object per
+logged step, vlarl-train's logger), ``checkpoints/step_N/`` (``save_pretrained``, written atomically)
 and ``eval.json``. Evaluation replays episode ids ``0..N-1`` of the test split for every task
 of the dataset with deterministic action chunks and prints a success table.
 """
@@ -23,31 +23,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.tensorboard import SummaryWriter
 
 import vlarl_policies
 from vlarl_policies import VLAPolicy
 from vlarl_trainer.data import ActionChunkSampler, DemonstrationDataset, load_dataset
+from vlarl_trainer.metrics import MetricLogger
 from vlarl_trainer.sft_config import SFTConfig, create_run_dir, save_config
 from vlarl_trainer.sft_eval import evaluate_success, success_table
-
-
-class MetricLog:
-    """Scalars to TensorBoard and to ``metrics.jsonl`` in the run directory."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.tensorboard = SummaryWriter(str(run_dir))
-        self.jsonl = (run_dir / "metrics.jsonl").open("a")
-
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        for name, value in metrics.items():
-            self.tensorboard.add_scalar(name, value, step)
-        self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
-        self.jsonl.flush()
-
-    def close(self) -> None:
-        self.tensorboard.close()
-        self.jsonl.close()
 
 
 @dataclass
@@ -99,7 +81,7 @@ def learning_rate_factor(step: int, config: SFTConfig) -> float:
     return config.final_lr_fraction + (1 - config.final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def train(policy: VLAPolicy, dataset: DemonstrationDataset, config: SFTConfig, log: MetricLog) -> tuple[float, float]:
+def train(policy: VLAPolicy, dataset: DemonstrationDataset, config: SFTConfig, log: MetricLogger) -> tuple[float, float]:
     """AdamW on the policy's supervised loss; returns the mean loss of the first and last log windows."""
     sampler = ActionChunkSampler(dataset, policy.config.action_horizon)
     rng = np.random.default_rng(config.seed)
@@ -159,7 +141,7 @@ def run_sft(config: SFTConfig, env_id: str | None = None, tasks: list[str] | Non
     save_config(config, run_dir)
     print(f"run: {run_dir}\ndataset: {dataset.root} ({dataset.num_episodes} episodes, {dataset.num_frames} frames, "
           f"{len(dataset.tasks)} tasks)", flush=True)
-    log = MetricLog(run_dir)
+    log = MetricLogger(run_dir, ["tensorboard"], config.to_dict(), config.steps, start_step=0, progress=False)
     try:
         started = time.perf_counter()
         first_loss, final_loss = train(policy, dataset, config, log)
@@ -169,17 +151,18 @@ def run_sft(config: SFTConfig, env_id: str | None = None, tasks: list[str] | Non
         if config.eval_episodes:
             success = evaluate_success(policy, target[0], target[1], config.eval_episodes, split=config.eval_split,
                                        image_size=target[2], num_envs=config.eval_envs, horizon=config.eval_horizon)
-            log.log(config.steps, evaluation_metrics(success))
+            log.log(config.steps, evaluation_metrics(success, config.eval_split))
             (run_dir / "eval.json").write_text(json.dumps(success, indent=2) + "\n")
     finally:
         log.close()
     return SFTResult(run_dir, checkpoint, first_loss, final_loss, train_seconds, success)
 
 
-def evaluation_metrics(success: dict[str, list[bool]]) -> dict[str, float]:
+def evaluation_metrics(success: dict[str, list[bool]], split: str) -> dict[str, float]:
+    """``eval/success_once`` and ``eval/<split>/success_once/<task>``, the names vlarl-train logs."""
     everything = [outcome for outcomes in success.values() for outcome in outcomes]
     metrics = {"eval/success_once": float(np.mean(everything))}
-    metrics.update({f"eval/success_once/{task}": float(np.mean(outcomes)) for task, outcomes in success.items()})
+    metrics.update({f"eval/{split}/success_once/{task}": float(np.mean(outcomes)) for task, outcomes in success.items()})
     return metrics
 
 
@@ -239,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nloss {result.first_loss:.4f} -> {result.final_loss:.4f} in {result.train_seconds:.0f} s")
     if result.success is not None:
         print(success_table(result.success))
-    print(f"\ncheckpoint: {result.checkpoint}\ntensorboard: {result.run_dir}\nmetrics: {result.run_dir / 'metrics.jsonl'}")
+    print(f"\ncheckpoint: {result.checkpoint}\ntensorboard: {result.run_dir / 'tensorboard'}\nmetrics: {result.run_dir / 'metrics.jsonl'}")
 
 
 if __name__ == "__main__":
