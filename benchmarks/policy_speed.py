@@ -23,6 +23,7 @@ from vlarl_policies.registry import preset_config
 from vlarl_policies.tokenizer import PromptTokenizer
 
 POLICIES = ("pi0", "pi05")
+INSTRUCTION = "pick up the red cube and put it on the plate"
 
 
 def observation_batch(batch: int, image_size: int, state_dim: int, wrist: bool) -> dict:
@@ -30,7 +31,7 @@ def observation_batch(batch: int, image_size: int, state_dim: int, wrist: bool) 
     obs = {
         "main_images": rng.integers(0, 256, (batch, image_size, image_size, 3), dtype=np.uint8),
         "states": rng.uniform(-1, 1, (batch, state_dim)).astype(np.float32),
-        "task_description": ["pick up the red cube and put it on the plate"] * batch,
+        "task_description": [INSTRUCTION] * batch,
     }
     if wrist:
         obs["wrist_images"] = rng.integers(0, 256, (batch, image_size, image_size, 3), dtype=np.uint8)
@@ -64,7 +65,7 @@ def time_policy(name: str, args: argparse.Namespace) -> dict[str, float]:
     device = torch.device(args.device)
     torch.manual_seed(0)
     policy = vlarl_policies.make(name, preset=args.preset, action_dim=7, state_dim=8, dtype=args.dtype,
-                                 device=device)
+                                 device=device, tokenizer_corpus=[INSTRUCTION])
     config = policy.config
     obs = observation_batch(args.batch, config.image_size, 8, wrist=len(config.camera_keys) > 1)
     if device.type == "cuda":

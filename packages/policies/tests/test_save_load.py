@@ -11,9 +11,12 @@ import vlarl_policies
 from vlarl_policies.pi0 import Pi0Config, Pi05Config
 
 
-@pytest.mark.parametrize("name", ["pi0", "pi05"])
-def test_save_then_load_gives_identical_actions(make_tiny, make_obs, tmp_path, name):
-    policy = make_tiny(name, noise_method="flow_noise")
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [("pi0", {"noise_method": "flow_noise"}), ("pi05", {"noise_method": "flow_noise"}), ("pi0", {"lora_rank": 2})],
+)
+def test_save_then_load_gives_identical_actions(make_tiny, make_obs, tmp_path, name, config):
+    policy = make_tiny(name, **config)
     policy.set_state_stats(q01=[-2.0] * 5, q99=[2.0] * 5)
     obs = make_obs(3)
     expected = policy.act(obs, generator=torch.Generator().manual_seed(7))

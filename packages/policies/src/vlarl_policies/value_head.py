@@ -1,4 +1,4 @@
-"""The critic head shared by the policies: a pooled feature in, one value per sample out."""
+"""The critic head shared by the policies, and the small MLP builder the RL heads use."""
 
 from __future__ import annotations
 
@@ -7,18 +7,23 @@ from collections.abc import Sequence
 from torch import Tensor, nn
 
 
+def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: type[nn.Module]) -> nn.Sequential:
+    """Linear layers in_dim -> hidden... -> out_dim with ``activation`` between them (none after the last)."""
+    layers: list[nn.Module] = []
+    width = in_dim
+    for size in hidden:
+        layers += [nn.Linear(width, size), activation()]
+        width = size
+    layers.append(nn.Linear(width, out_dim))
+    return nn.Sequential(*layers)
+
+
 class ValueHead(nn.Module):
     """ReLU MLP from a pooled feature [B, in_dim] to a value [B] (last layer with a bias, as in RLinf)."""
 
     def __init__(self, in_dim: int, hidden: Sequence[int]) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        width = in_dim
-        for size in hidden:
-            layers += [nn.Linear(width, size), nn.ReLU()]
-            width = size
-        layers.append(nn.Linear(width, 1))
-        self.mlp = nn.Sequential(*layers)
+        self.mlp = mlp(in_dim, hidden, 1, nn.ReLU)
 
     def forward(self, features: Tensor) -> Tensor:
         return self.mlp(features).squeeze(-1)

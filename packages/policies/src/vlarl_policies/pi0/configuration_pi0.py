@@ -148,7 +148,7 @@ _TINY: dict[str, Any] = {
     "vision_mlp_dim": 192,
     "vision_heads": 4,
     "vocab_size": 512,
-    "max_token_len": 16,
+    "max_token_len": 24,
     "vlm_width": 128,
     "vlm_mlp_dim": 256,
     "depth": 3,

@@ -62,7 +62,9 @@ class Pi0Policy(VLAPolicy):
             self.state_proj = nn.Linear(config.max_state_dim, width)
             self.action_time_mlp_in = nn.Linear(2 * width, width)
             self.action_time_mlp_out = nn.Linear(width, width)
-        self.to(getattr(torch, config.dtype))
+        dtype = getattr(torch, config.dtype)
+        for parameter in self.parameters():
+            parameter.data = parameter.data.to(dtype)
         self.observation_encoder = ObservationEncoder(config, tokenizer)
         self.noise_head = (
             NoiseStdHead(width, config.noise_head_hidden, config.max_action_dim, config.noise_logvar_range)
@@ -118,15 +120,12 @@ class Pi0Policy(VLAPolicy):
         return self.action_out_proj(hidden).float(), hidden
 
     def step_distribution(self, x: Tensor, v: Tensor, steps: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean and std [B, H, D] of the stochastic transition at integer steps [B] (float32)."""
+        """Mean and std [B, H, D] of a stochastic transition (flow_sde or flow_noise) at integer steps [B]."""
         delta = 1.0 / self.config.num_steps
         if self.config.noise_method == "flow_sde":
             sigma = flow.sde_sigma(steps, self.config.num_steps, self.config.noise_level)
             return flow.sde_step(x, v, self.time_grid[steps], delta, sigma)
-        mean = flow.ode_mean(x, v, delta)
-        if self.noise_head is None:
-            return mean, torch.zeros_like(mean)
-        return mean, self.noise_head(hidden.float())
+        return flow.ode_mean(x, v, delta), self.noise_head(hidden.float())
 
     def critic(self, cache: PrefixCache, expert_hidden: Tensor | None) -> Tensor:
         """Values [B]: from the VLM (mean over real prefix tokens) or the expert (mean over action tokens)."""
@@ -146,7 +145,8 @@ class Pi0Policy(VLAPolicy):
             return torch.zeros((batch, 0), dtype=torch.long)
         if config.joint_logprob:
             return torch.arange(config.num_steps).expand(batch, -1).clone()
-        return torch.randint(0, config.num_steps, (batch, 1), generator=generator)
+        device = None if generator is None else generator.device
+        return torch.randint(0, config.num_steps, (batch, 1), generator=generator, device=device).cpu()
 
     # ----------------------------------------------------------------- RL interface
 
@@ -168,7 +168,8 @@ class Pi0Policy(VLAPolicy):
         for step in range(config.num_steps):
             t = self.time_grid[step].expand(batch)
             v, hidden = self.velocity(cache, on_device["states"], x, t)
-            first_hidden = hidden if step == 0 else first_hidden
+            if step == 0:
+                first_hidden = hidden
             next_x = flow.ode_mean(x, v, 1.0 / config.num_steps)
             noisy = (steps_on_device == step).any(dim=1)
             if bool(noisy.any()):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from torch import Tensor, nn
 
 from vlarl_policies.pi0.flow import bounded_std
+from vlarl_policies.value_head import mlp
 
 
 class NoiseStdHead(nn.Module):
@@ -18,13 +19,7 @@ class NoiseStdHead(nn.Module):
 
     def __init__(self, in_dim: int, hidden: Sequence[int], out_dim: int, std_range: tuple[float, float]) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        width = in_dim
-        for size in hidden:
-            layers += [nn.Linear(width, size), nn.Tanh()]
-            width = size
-        layers.append(nn.Linear(width, out_dim))
-        self.mlp = nn.Sequential(*layers)
+        self.mlp = mlp(in_dim, hidden, out_dim, nn.Tanh)
         self.std_range = std_range
 
     def forward(self, features: Tensor) -> Tensor:
