@@ -35,7 +35,7 @@ class Task:
 
     name: str
     make_env: Callable[[], gym.Env]
-    metric: str  # "return" or "success" (the episode had a success step)
+    metric: str  # "return", or "success": the episode had a success step
     threshold: float
     window: int  # finished episodes averaged for the threshold and the final figure
     total_timesteps: int
@@ -49,10 +49,16 @@ class Task:
 
 
 def make_metaworld_reach() -> gym.Env:
+    """reach-v3 with MetaWorld's dense reward; episodes run the full 200 steps.
+
+    Ending episodes on success would cut short exactly the episodes that collect the most
+    dense reward, so success is counted per episode (a success step at any time) instead.
+    """
     import vlarl_envs  # noqa: F401  (registers the vlarl/ ids)
     from vlarl_envs.wrappers import StateOnlyObservation
 
-    return StateOnlyObservation(gym.make("vlarl/MetaWorld-reach-v3", obs_mode="state", reward_mode="dense"))
+    env = gym.make("vlarl/MetaWorld-reach-v3", obs_mode="state", reward_mode="dense", terminate_on_success=False)
+    return StateOnlyObservation(env)
 
 
 TASKS = {
@@ -62,9 +68,9 @@ TASKS = {
         learning_rate=1e-3, gamma=0.9,
     ),
     "metaworld": Task(
-        name="MetaWorld reach-v3", make_env=make_metaworld_reach, metric="success", threshold=0.5,
-        window=20, total_timesteps=40_960, num_envs=4, num_steps=512, minibatch_size=64, update_epochs=10,
-        learning_rate=3e-4, gamma=0.99,
+        name="MetaWorld reach-v3", make_env=make_metaworld_reach, metric="return", threshold=750.0,
+        window=20, total_timesteps=20_480, num_envs=4, num_steps=256, minibatch_size=64, update_epochs=10,
+        learning_rate=1e-3, gamma=0.95,
     ),
 }
 
@@ -75,6 +81,7 @@ class EpisodeLog:
 
     start: float = 0.0
     steps: int = 0
+    reports_success: bool = False  # the env puts "success" in its info
     episodes: list[tuple[int, float, float, bool]] = field(default_factory=list)
 
 
@@ -99,7 +106,9 @@ class Recorder(gym.Wrapper):
         self.log.steps += 1
         self.episode_return += float(reward)
         self.episode_len += 1
-        self.success = self.success or bool(info.get("success", False))
+        if "success" in info:
+            self.log.reports_success = True
+            self.success = self.success or bool(info["success"])
         if terminated or truncated:
             seconds = time.perf_counter() - self.log.start
             self.log.episodes.append((self.log.steps, seconds, self.episode_return, self.success))
@@ -140,7 +149,8 @@ LEARNERS = {"ours": run_ours, "sb3": run_sb3}
 class Outcome:
     steps_to_threshold: float  # inf when never reached
     seconds_to_threshold: float
-    final: float
+    final: float  # the metric over the last window of episodes
+    final_success: float  # the success rate over the same episodes
     seconds: float
     steps: int
 
@@ -149,14 +159,18 @@ def score(task: Task, log: EpisodeLog, seconds: float) -> Outcome:
     """The first point where the windowed mean reaches the threshold, and the last window's mean."""
     column = 2 if task.metric == "return" else 3
     values = np.array([episode[column] for episode in log.episodes], dtype=np.float64)
-    windowed = np.convolve(values, np.ones(task.window) / task.window, mode="valid")
+    windowed = np.array([])
+    if values.size >= task.window:
+        windowed = np.convolve(values, np.ones(task.window) / task.window, mode="valid")
     reached = np.flatnonzero(windowed >= task.threshold)
     if reached.size:
         steps, at, _, _ = log.episodes[reached[0] + task.window - 1]
     else:
         steps, at = float("inf"), float("inf")
     final = float(windowed[-1]) if windowed.size else float("nan")
-    return Outcome(steps, at, final, seconds, log.steps)
+    last = log.episodes[-task.window :]
+    final_success = float(np.mean([e[3] for e in last])) if log.reports_success and last else float("nan")
+    return Outcome(steps, at, final, final_success, seconds, log.steps)
 
 
 def warm_up() -> None:
@@ -167,7 +181,15 @@ def warm_up() -> None:
 
 
 def fmt(value: float, digits: int = 0) -> str:
-    return "not reached" if value == float("inf") else f"{value:,.{digits}f}"
+    """A number for the tables: inf is a threshold never reached, NaN a figure that does not apply."""
+    if value == float("inf"):
+        return "not reached"
+    return "n/a" if np.isnan(value) else f"{value:,.{digits}f}"
+
+
+def ratio(theirs: float, ours: float) -> str:
+    """SB3's figure over ours, or n/a when either run never reached the threshold."""
+    return "n/a" if np.isinf(theirs) or np.isinf(ours) else f"{theirs / ours:.2f}"
 
 
 def main() -> None:
@@ -175,8 +197,10 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=["pendulum", "metaworld"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--timesteps", type=int, help="override every task's env-step budget")
+    parser.add_argument("--learners", nargs="+", choices=sorted(LEARNERS), default=list(LEARNERS))
     args = parser.parse_args()
     torch.set_num_threads(1)
+    begin = time.perf_counter()
     warm_up()
 
     summary = []
@@ -193,10 +217,11 @@ def main() -> None:
         print(f"\n{task.name}: threshold {unit} >= {task.threshold} over the last {task.window} episodes, "
               f"{task.total_timesteps:,} env steps, {task.num_envs} envs x {task.num_steps} steps, "
               f"minibatch {task.minibatch_size}, {task.update_epochs} epochs, lr {task.learning_rate}, gamma {task.gamma}")
-        print(f"{'learner':8} {'seed':>4} {'steps to thr':>13} {'s to thr':>11} {'final':>8} {'total s':>8} {'steps/s':>8}")
-        outcomes: dict[str, list[Outcome]] = {name: [] for name in LEARNERS}
+        print(f"{'learner':8} {'seed':>4} {'steps to thr':>13} {'s to thr':>11} {'final':>8} {'success':>8} "
+              f"{'total s':>8} {'steps/s':>8}")
+        outcomes: dict[str, list[Outcome]] = {name: [] for name in args.learners}
         for index, seed in enumerate(args.seeds):
-            order = list(LEARNERS) if index % 2 == 0 else list(reversed(LEARNERS))
+            order = args.learners if index % 2 == 0 else list(reversed(args.learners))
             for name in order:
                 log = EpisodeLog()
                 start = time.perf_counter()
@@ -204,24 +229,29 @@ def main() -> None:
                 outcome = score(task, log, time.perf_counter() - start)
                 outcomes[name].append(outcome)
                 print(f"{name:8} {seed:>4} {fmt(outcome.steps_to_threshold):>13} "
-                      f"{fmt(outcome.seconds_to_threshold, 1):>11} {outcome.final:>8.2f} {outcome.seconds:>8.1f} "
-                      f"{outcome.steps / outcome.seconds:>8.0f}", flush=True)
+                      f"{fmt(outcome.seconds_to_threshold, 1):>11} {fmt(outcome.final, 1):>8} "
+                      f"{fmt(outcome.final_success, 2):>8} "
+                      f"{outcome.seconds:>8.1f} {outcome.steps / outcome.seconds:>8.0f}", flush=True)
         summary.append((task, outcomes))
 
-    print("\nMedians over seeds " + " ".join(map(str, args.seeds)) + " (ratio: SB3 / ours)\n")
-    print("| task | learner | env steps to threshold | wall-clock to threshold (s) | final | wall-clock, whole run (s) |")
-    print("|---|---|---|---|---|---|")
+    print(f"\nMedians over seeds {' '.join(map(str, args.seeds))}; total {time.perf_counter() - begin:.0f} s\n")
+    print("| task | learner | env steps to threshold | wall-clock to threshold (s) | final | final success "
+          "| wall-clock, whole run (s) |")
+    print("|---|---|---|---|---|---|---|")
     for task, outcomes in summary:
         medians = {
             name: [statistics.median(getattr(o, attr) for o in runs)
-                   for attr in ("steps_to_threshold", "seconds_to_threshold", "final", "seconds")]
+                   for attr in ("steps_to_threshold", "seconds_to_threshold", "final", "final_success", "seconds")]
             for name, runs in outcomes.items()
         }
         for name, label in (("ours", "vlarl_algos"), ("sb3", "Stable-Baselines3")):
-            steps, seconds, final, total = medians[name]
-            print(f"| {task.name} | {label} | {fmt(steps)} | {fmt(seconds, 1)} | {final:.2f} | {total:.1f} |")
-        ratios = [medians["sb3"][i] / medians["ours"][i] for i in (0, 1, 3)]
-        print(f"| {task.name} | ratio | {ratios[0]:.2f} | {ratios[1]:.2f} | | {ratios[2]:.2f} |")
+            if name in medians:
+                steps, seconds, final, success, total = medians[name]
+                print(f"| {task.name} | {label} | {fmt(steps)} | {fmt(seconds, 1)} | {fmt(final, 1)} "
+                      f"| {fmt(success, 2)} | {total:.1f} |")
+        if len(medians) == 2:
+            ratios = [ratio(medians["sb3"][i], medians["ours"][i]) for i in (0, 1, 4)]
+            print(f"| {task.name} | SB3 / ours | {ratios[0]} | {ratios[1]} | | | {ratios[2]} |")
 
 
 if __name__ == "__main__":
