@@ -101,3 +101,15 @@ def test_first_done_mask_rejects_wrong_dims(shape):
 def test_masked_mean_rejects_a_mask_that_is_not_a_prefix():
     with pytest.raises(ValueError, match="loss_mask must have the leading shape of x"):
         masked_mean(torch.zeros(4, 3), torch.ones(3, dtype=torch.bool))
+
+
+def test_normalize_advantages_along_a_dim_normalizes_each_slice_on_its_own():
+    generator = torch.Generator().manual_seed(0)
+    minibatches = torch.randn(4, 16, generator=generator, dtype=torch.float64)
+    together = normalize_advantages(minibatches, dim=1)
+    for row, normalized in zip(minibatches, together):
+        torch.testing.assert_close(normalized, normalize_advantages(row))
+    mask = torch.rand(4, 16, generator=generator) < 0.7
+    masked = normalize_advantages(minibatches, mask, dim=1)
+    for row, row_mask, normalized in zip(minibatches, mask, masked):
+        torch.testing.assert_close(normalized, normalize_advantages(row, row_mask))

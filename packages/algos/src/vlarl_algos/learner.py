@@ -7,10 +7,11 @@ top to bottom in the order of the algorithm: collect a rollout into preallocated
 time-first buffers, bootstrap, compute GAE, then run epochs of shuffled minibatches.
 
 It is fast because nothing in the hot loops is per env or per object: one batched forward
-pass gives the actions, log-probs and values of every env; the actor and critic MLPs are
-evaluated together (one matmul for both first layers, batched matmuls for the rest); the
-minibatches of an epoch are slices of a single shuffled copy of the rollout; metrics stay
-tensors until the end of an iteration.
+pass gives the actions and values of every env; the actor and critic MLPs are evaluated
+together (one batched matmul per layer for both); the env-side buffers are numpy and the
+action noise is drawn once per rollout; the minibatches of an epoch are slices of a single
+shuffled copy of the rollout, normalized in one call; metrics stay tensors until the end
+of an iteration.
 
 The environment must be a ``gymnasium.vector.VectorEnv`` with a flat ``Box`` observation,
 a ``Box`` action space and ``autoreset_mode=SAME_STEP`` (the final observation of a
