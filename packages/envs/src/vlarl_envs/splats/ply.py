@@ -48,7 +48,7 @@ def read_ply(path: str | os.PathLike) -> Gaussians:
     if not path.is_file():
         raise FileNotFoundError(f"expected a 3DGS PLY file at {path}, found nothing there")
     try:
-        data = plyfile.PlyData.read(str(path))
+        data = plyfile.PlyData.read(str(path), mmap=False)  # a memory map would fault if the file changed
     except Exception as error:  # plyfile raises several types for a malformed header or body
         raise ValueError(f"{path}: expected a 3DGS PLY file, could not parse it: {error}") from error
     if "vertex" not in [element.name for element in data.elements]:

@@ -32,14 +32,17 @@ class ProjectedGaussians:
         means2d: float32 (B, N, 2) centres in pixels (x = column, y = row).
         conics: float32 (B, N, 3) the inverse 2D covariance as (a, b, c) of [[a, b], [b, c]].
         depths: float32 (B, N) camera-frame z of the centres.
-        radii: int32 (B, N, 2) half-widths in pixels of the bounding box along x and y;
-            (0, 0) for a Gaussian that touches no pixel (behind the camera, off-screen, too faint).
+        extents: float32 (B, N, 2) half-widths in pixels of the ellipse where alpha >= 1/255,
+            along x and y; (0, 0) for a Gaussian that touches no pixel (behind the camera,
+            off-screen, too faint).
+        radii: int32 (B, N, 2) the extents rounded up, as gsplat reports them.
         opacities: float32 (B, N).
     """
 
     means2d: torch.Tensor
     conics: torch.Tensor
     depths: torch.Tensor
+    extents: torch.Tensor
     radii: torch.Tensor
     opacities: torch.Tensor
 
@@ -73,23 +76,25 @@ def project(
         eps2d: low-pass filter added to the 2D covariance diagonal (px^2).
     """
     rotation = world_to_camera[:, None, :3, :3]  # (B, 1, 3, 3)
-    camera_points = (rotation @ means[..., None]).squeeze(-1) + world_to_camera[:, None, :3, 3]
+    camera_points = (means[..., None, :] * rotation).sum(-1) + world_to_camera[:, None, :3, 3]
     x, y, z = camera_points.unbind(-1)
     fx, fy = intrinsics[:, 0, 0, None], intrinsics[:, 1, 1, None]
     cx, cy = intrinsics[:, 0, 2, None], intrinsics[:, 1, 2, None]
     in_depth = (z > near) & (z < far)
-    safe_z = torch.where(in_depth, z, torch.ones_like(z))
+    inverse_z = 1.0 / torch.where(in_depth, z, torch.ones_like(z))
 
     guard_x = FRUSTUM_GUARD * 0.5 * width / fx
     guard_y = FRUSTUM_GUARD * 0.5 * height / fy
-    clamped_x = safe_z * (x / safe_z).clamp(-(cx / fx + guard_x), (width - cx) / fx + guard_x)
-    clamped_y = safe_z * (y / safe_z).clamp(-(cy / fy + guard_y), (height - cy) / fy + guard_y)
+    slope_x = (x * inverse_z).clamp(-(cx / fx + guard_x), (width - cx) / fx + guard_x)
+    slope_y = (y * inverse_z).clamp(-(cy / fy + guard_y), (height - cy) / fy + guard_y)
 
-    # J (2x3) times the camera-frame square root of the covariance, R_view R_q diag(s): rows T1, T2.
-    root = (rotation @ quat_to_matrix(quats)) * scales[..., None, :]  # (B, N, 3, 3)
-    inverse_z = 1.0 / safe_z
-    row_x = (fx * inverse_z)[..., None] * (root[..., 0, :] - (clamped_x * inverse_z)[..., None] * root[..., 2, :])
-    row_y = (fy * inverse_z)[..., None] * (root[..., 1, :] - (clamped_y * inverse_z)[..., None] * root[..., 2, :])
+    # The rows of J R_view R_q diag(s), where J is the perspective Jacobian (2 x 3):
+    # row_x = fx / z * (R_view[0] - slope_x * R_view[2]) R_q diag(s), and likewise for y.
+    local_axes = quat_to_matrix(quats)  # (B, N, 3, 3)
+    view_x = rotation[..., 0, :] - slope_x[..., None] * rotation[..., 2, :]  # (B, N, 3)
+    view_y = rotation[..., 1, :] - slope_y[..., None] * rotation[..., 2, :]
+    row_x = (fx * inverse_z)[..., None] * (view_x[..., :, None] * local_axes).sum(-2) * scales
+    row_y = (fy * inverse_z)[..., None] * (view_y[..., :, None] * local_axes).sum(-2) * scales
     cov_a = (row_x * row_x).sum(-1) + eps2d
     cov_b = (row_x * row_y).sum(-1)
     cov_c = (row_y * row_y).sum(-1) + eps2d
@@ -101,20 +106,15 @@ def project(
     extent = torch.sqrt(2.0 * torch.log(opacities.clamp_min(ALPHA_THRESHOLD) / ALPHA_THRESHOLD)).clamp_max(
         MAX_EXTENT_SIGMAS
     )
-    radius_x = torch.ceil(extent * torch.sqrt(cov_a))
-    radius_y = torch.ceil(extent * torch.sqrt(cov_c))
-    on_screen = (
-        (means2d[..., 0] + radius_x > 0)
-        & (means2d[..., 0] - radius_x < width)
-        & (means2d[..., 1] + radius_y > 0)
-        & (means2d[..., 1] - radius_y < height)
-    )
-    keep = in_depth & (determinant > 0) & (opacities >= ALPHA_THRESHOLD) & on_screen
-    radii = torch.stack([radius_x, radius_y], dim=-1) * keep[..., None]
+    extents = extent[..., None] * torch.sqrt(torch.stack([cov_a, cov_c], dim=-1))
+    radii = torch.ceil(extents)
+    on_screen = ((means2d + radii > 0) & (means2d - radii < torch.tensor([width, height]))).all(dim=-1)
+    keep = (in_depth & (determinant > 0) & (opacities >= ALPHA_THRESHOLD) & on_screen)[..., None]
     return ProjectedGaussians(
         means2d=means2d,
         conics=conics,
         depths=z,
-        radii=radii.to(torch.int32),
+        extents=extents * keep,
+        radii=(radii * keep).to(torch.int32),
         opacities=opacities,
     )

@@ -1,6 +1,6 @@
 """A slow, obviously-correct compositor: one pixel at a time, one Gaussian at a time.
 
-It exists to check ``vlarl_envs.splats.tiles.composite_tiles`` on small scenes; it shares
+It exists to check ``vlarl_envs.splats.compositor.composite`` on small scenes; it shares
 nothing with it but the projected Gaussians and the compositing constants.
 """
 
@@ -12,13 +12,13 @@ import numpy as np
 import torch
 
 from vlarl_envs.splats.projection import ALPHA_THRESHOLD, ProjectedGaussians
-from vlarl_envs.splats.tiles import MAX_ALPHA, TRANSMITTANCE_THRESHOLD
+from vlarl_envs.splats.compositor import MAX_ALPHA, TRANSMITTANCE_THRESHOLD
 
 
 def composite_per_pixel(
     projected: ProjectedGaussians, features: torch.Tensor, width: int, height: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same contract as ``composite_tiles``: (B, H, W, D) images and (B, H, W) alphas."""
+    """Same contract as ``composite``: (B, H, W, D) images and (B, H, W) alphas."""
     batch, _, channels = features.shape
     images = np.zeros((batch, height, width, channels))
     alphas = np.zeros((batch, height, width))
