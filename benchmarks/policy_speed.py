@@ -5,7 +5,7 @@
 
 ``act`` runs under no_grad as a rollout worker calls it; ``evaluate`` runs with gradients as the
 actor calls it, and ``evaluate + backward`` adds the backward pass of a PPO-style loss. Times are
-medians over ``--repeats`` calls after ``--warmup`` calls. Parameter counts build each preset on
+medians over ``--repeats`` calls after ``--warmup`` calls, as wall-clock and as process CPU time. Parameter counts build each preset on
 the meta device, so the published size costs no memory.
 """
 
@@ -38,19 +38,21 @@ def observation_batch(batch: int, image_size: int, state_dim: int, wrist: bool) 
     return obs
 
 
-def median_seconds(function, warmup: int, repeats: int, device: torch.device) -> float:
+def median_seconds(function, warmup: int, repeats: int, device: torch.device) -> tuple[float, float]:
+    """Median wall-clock and process CPU seconds per call (CPU time is robust to other load on the cores)."""
     for _ in range(warmup):
         function()
-    samples = []
+    wall, cpu = [], []
     for _ in range(repeats):
         if device.type == "cuda":
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        start_wall, start_cpu = time.perf_counter(), time.process_time()
         function()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        wall.append(time.perf_counter() - start_wall)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def parameter_count(name: str, preset: str) -> int:
@@ -61,7 +63,7 @@ def parameter_count(name: str, preset: str) -> int:
     return sum(p.numel() for p in policy.parameters())
 
 
-def time_policy(name: str, args: argparse.Namespace) -> dict[str, float]:
+def time_policy(name: str, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     device = torch.device(args.device)
     torch.manual_seed(0)
     policy = vlarl_policies.make(name, preset=args.preset, action_dim=7, state_dim=8, dtype=args.dtype,
@@ -86,8 +88,13 @@ def time_policy(name: str, args: argparse.Namespace) -> dict[str, float]:
         "evaluate_backward": median_seconds(evaluate_backward, args.warmup, args.repeats, device),
     }
     if device.type == "cuda":
-        result["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        result["peak_memory_gib"] = (peak, peak)
     return result
+
+
+def cell(seconds: tuple[float, float]) -> str:
+    return f"{1000 * seconds[0]:.1f} / {1000 * seconds[1]:.1f}"
 
 
 def main() -> None:
@@ -104,15 +111,15 @@ def main() -> None:
 
     print(f"preset={args.preset} device={args.device} dtype={args.dtype} batch={args.batch} "
           f"threads={args.threads} torch={torch.__version__}")
-    print("\n| policy | act (ms) | evaluate (ms) | evaluate + backward (ms) |" +
+    print("\n| policy | act (ms wall / CPU) | evaluate (ms wall / CPU) | evaluate + backward (ms wall / CPU) |" +
           (" peak memory (GiB) |" if args.device.startswith("cuda") else ""))
     print("|---|---|---|---|" + ("---|" if args.device.startswith("cuda") else ""))
     for name in POLICIES:
         result = time_policy(name, args)
-        row = (f"| {name} {args.preset} | {1000 * result['act']:.1f} | {1000 * result['evaluate']:.1f} | "
-               f"{1000 * result['evaluate_backward']:.1f} |")
+        row = f"| {name} {args.preset} | {cell(result['act'])} | {cell(result['evaluate'])} | " \
+              f"{cell(result['evaluate_backward'])} |"
         if "peak_memory_gib" in result:
-            row += f" {result['peak_memory_gib']:.1f} |"
+            row += f" {result['peak_memory_gib'][0]:.1f} |"
         print(row, flush=True)
 
     print("\n| policy | tiny parameters | published (base) parameters |")

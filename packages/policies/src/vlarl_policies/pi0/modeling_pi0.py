@@ -197,42 +197,37 @@ class Pi0Policy(VLAPolicy):
 
     def evaluate(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
                  compute_values: bool = True) -> EvalOutput:
-        """Recompute log-probs [B, C, A] (entropy for flow_noise, values [B]) of stored chains, with gradients."""
+        """Recompute log-probs [B, C, A] (entropy for flow_noise, values [B]) of stored chains, with gradients.
+
+        The prefix is encoded once; the expert then runs on all stored stochastic steps of all
+        samples in one batch (plus the first step when the critic reads the expert).
+        """
         config = self.config
         check_forward_inputs(forward_inputs, config)
         device = self.device
         inputs = {key: forward_inputs[key].to(device) for key in FORWARD_INPUT_KEYS}
-        chains, steps = inputs["chains"].float(), inputs["denoise_inds"].long()
-        batch, stochastic = steps.shape
+        chains, stochastic_steps = inputs["chains"].float(), inputs["denoise_inds"].long()
+        batch, stochastic = stochastic_steps.shape
         want_values = compute_values and self.value_head is not None
         cache = self.encode_prefix(inputs, keep_hidden=want_values and config.value_after_vlm)
-        value_column = None
+        steps, value_column = stochastic_steps, None
         if want_values and not config.value_after_vlm:
             if stochastic > 0 and bool((steps[:, 0] == 0).all()):
                 value_column = 0
             else:
                 steps = torch.cat([steps, torch.zeros((batch, 1), dtype=torch.long, device=device)], dim=1)
                 value_column = steps.shape[1] - 1
-        logprob = torch.zeros_like(chains[:, 0])
-        entropy, hidden = None, None
+        x = v = hidden = None
         if steps.shape[1] > 0:
-            repeats = steps.shape[1]
-            x = _gather_steps(chains, steps)
-            v, hidden = self.velocity(
-                cache.repeat_interleave(repeats),
-                inputs["states"].repeat_interleave(repeats, dim=0),
-                x.flatten(0, 1),
-                self.time_grid[steps].flatten(),
-            )
-            v, hidden = v.view(x.shape), hidden.view(*x.shape[:3], -1)
+            x, v, hidden = self._expert_at_steps(cache, inputs["states"], chains, steps)
+        logprob, entropy = torch.zeros_like(chains[:, 0]), None
         if stochastic > 0:
             mean, std = self.step_distribution(
                 x[:, :stochastic].flatten(0, 1), v[:, :stochastic].flatten(0, 1),
-                steps[:, :stochastic].flatten(), hidden[:, :stochastic].flatten(0, 1),
+                stochastic_steps.flatten(), hidden[:, :stochastic].flatten(0, 1),
             )
-            mean, std = mean.view(batch, stochastic, *mean.shape[1:]), std.view(batch, stochastic, *std.shape[1:])
-            step_logprobs = flow.gaussian_logprob(_gather_steps(chains, steps[:, :stochastic] + 1), mean, std)
-            logprob = step_logprobs.sum(dim=1)
+            mean, std = mean.unflatten(0, (batch, stochastic)), std.unflatten(0, (batch, stochastic))
+            logprob = flow.gaussian_logprob(_gather_steps(chains, stochastic_steps + 1), mean, std).sum(dim=1)
             if config.joint_logprob:
                 logprob = (logprob + _prior_logprob(chains[:, 0])) / (config.num_steps + 1)
             if compute_entropy and config.noise_method == "flow_noise":
@@ -241,6 +236,19 @@ class Pi0Policy(VLAPolicy):
         if want_values:
             values = self.critic(cache, None if value_column is None else hidden[:, value_column])
         return EvalOutput(logprobs=self._executed(logprob), entropy=entropy, values=values)
+
+    def _expert_at_steps(self, cache: PrefixCache, states: Tensor, chains: Tensor, steps: Tensor
+                         ) -> tuple[Tensor, Tensor, Tensor]:
+        """Chain entries x, velocities v [B, n, H, D] and expert outputs [B, n, H, W_e] at steps [B, n], n >= 1."""
+        x = _gather_steps(chains, steps)
+        repeats = steps.shape[1]
+        v, hidden = self.velocity(
+            cache.repeat_interleave(repeats),
+            states.repeat_interleave(repeats, dim=0),
+            x.flatten(0, 1),
+            self.time_grid[steps].flatten(),
+        )
+        return x, v.unflatten(0, steps.shape), hidden.unflatten(0, steps.shape)
 
     def _executed(self, per_step: Tensor) -> Tensor:
         """[B, H, D] -> [B, C, A]: the executed chunk in the environment's action dims."""
