@@ -24,6 +24,7 @@ gives 8-D joint deltas + gripper.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -37,22 +38,38 @@ from vlarl_envs.maniskill.observations import ObservationAdapter
 from vlarl_envs.maniskill.tasks import CONTROL_MODES, MANISKILL_TASKS, ManiSkillTask, build_simulator, registered_horizon
 
 
-def episode_source(task: ManiSkillTask, env_id: str):
-    """The episode source of a task: PutOnPlate's fixed lists or seeded ManiSkill resets."""
-    if task.maniskill_id is None:
-        return PutOnPlateEpisodes(env_id)
-    return SeededEpisodes(task.name, MANISKILL_INSTRUCTIONS, env_id)
+@dataclass(frozen=True)
+class TaskSetup:
+    """What the single and the batched env share: the task, its episodes, horizon and split.
 
+    ``TaskSetup.create`` validates the constructor arguments both envs take.
+    """
 
-def check_arguments(env_id: str, task: str, obs_mode: str, control_mode: str, split: str, horizon: int | None) -> ManiSkillTask:
-    """Validate constructor arguments shared by the single and the batched env."""
-    spec = MANISKILL_TASKS[validate_choice(env_id, "ManiSkill task", task, MANISKILL_TASKS)]
-    check_obs_mode(obs_mode)
-    validate_choice(env_id, "control_mode", control_mode, CONTROL_MODES)
-    validate_choice(env_id, "split", split, episode_source(spec, env_id).splits)
-    if horizon is not None and horizon <= 0:
-        raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
-    return spec
+    env_id: str
+    task: ManiSkillTask
+    episodes: SeededEpisodes | PutOnPlateEpisodes
+    horizon: int
+    default_split: str
+
+    @classmethod
+    def create(cls, env_id: str, task: str, obs_mode: str, control_mode: str, split: str, horizon: int | None) -> TaskSetup:
+        spec = MANISKILL_TASKS[validate_choice(env_id, "ManiSkill task", task, MANISKILL_TASKS)]
+        check_obs_mode(obs_mode)
+        validate_choice(env_id, "control_mode", control_mode, CONTROL_MODES)
+        if spec.maniskill_id is None:
+            episodes = PutOnPlateEpisodes(env_id)
+        else:
+            episodes = SeededEpisodes(spec.name, MANISKILL_INSTRUCTIONS, env_id)
+        validate_choice(env_id, "split", split, episodes.splits)
+        if horizon is not None and horizon <= 0:
+            raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
+        return cls(env_id, spec, episodes, int(horizon) if horizon is not None else registered_horizon(spec), split)
+
+    def split_of(self, options: dict[str, Any]) -> str:
+        """The split of validated reset options; ``options["task"]`` may only name this task."""
+        if "task" in options:
+            validate_choice(self.env_id, "task", options["task"], (self.task.name,))
+        return validate_choice(self.env_id, "split", options.get("split", self.default_split), self.episodes.splits)
 
 
 class ManiSkillEnv(gym.Env):
@@ -88,20 +105,17 @@ class ManiSkillEnv(gym.Env):
             sim_backend: "physx_cpu", or "physx_cuda" to simulate this one env on a GPU.
         """
         self.env_id = env_id
-        self.task_spec = check_arguments(env_id, task, obs_mode, control_mode, split, horizon)
+        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.obs_mode = obs_mode
-        self.split = split
         self.render_mode = render_mode
         self.terminate_on_success = terminate_on_success
-        self.horizon = int(horizon) if horizon is not None else registered_horizon(self.task_spec)
-        self.episodes = episode_source(self.task_spec, env_id)
         render_size = image_size if render_mode == "rgb_array" and obs_mode == "state" else None
         self.simulator = build_simulator(
-            self.task_spec, obs_mode, image_size, control_mode, sim_backend=sim_backend, render_size=render_size
+            self.setup.task, obs_mode, image_size, control_mode, sim_backend=sim_backend, render_size=render_size
         )
-        self.adapter = ObservationAdapter(self.simulator, self.task_spec, obs_mode, image_size)
+        self.adapter = ObservationAdapter(self.simulator, self.setup.task, obs_mode, image_size)
         self.observation_space = self.adapter.space
         self.action_space = spaces.Box(-1.0, 1.0, self.simulator.single_action_space.shape, np.float32)
         self._instruction = ""
@@ -111,18 +125,16 @@ class ManiSkillEnv(gym.Env):
 
     @property
     def task(self) -> str:
-        return self.task_spec.name
+        return self.setup.task.name
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = validate_options(self.env_id, options)
-        split = validate_choice(self.env_id, "split", options.get("split", self.split), self.episodes.splits)
-        if "task" in options:
-            validate_choice(self.env_id, "task", options["task"], (self.task,))
+        split = self.setup.split_of(options)
         episode_id = options.get("episode_id")
         if episode_id is None:
-            episode_id = self.episodes.draw_episode_id(split, self.np_random)
-        start = self.episodes.start(split, int(episode_id))
+            episode_id = self.setup.episodes.draw_episode_id(split, self.np_random)
+        start = self.setup.episodes.start(split, int(episode_id))
         raw, _ = self.simulator.reset(**reset_arguments([start]))
         self._instruction = start.instruction
         self._elapsed = 0
@@ -140,7 +152,7 @@ class ManiSkillEnv(gym.Env):
         success = bool(sim_info["success"])
         failed = bool(sim_info["fail"]) if "fail" in sim_info else False
         terminated = failed or (success and self.terminate_on_success)
-        truncated = self._elapsed >= self.horizon and not terminated
+        truncated = self._elapsed >= self.setup.horizon and not terminated
         observation = self.adapter.single(raw, self._instruction)
         self._last_observation = observation
         return observation, float(reward), terminated, truncated, {"success": success, "is_success": success}

@@ -53,6 +53,8 @@ tcp_to_obj_pos, obj_to_goal_pos)."""
 
 HOVER = 0.08
 MIN_CARRY_HEIGHT = 0.1
+MIN_GRASP_HEIGHT = 0.02
+"""Lowest TCP height for a grasp: below it the fingertips press on the table."""
 CUBE_HALF_SIZE = 0.02
 PLACE_CLEARANCE = 0.015
 """How far above the plate the object's bottom is when the gripper opens."""
@@ -135,10 +137,12 @@ class PickAndPlaceExpert:
 
     def __call__(self, observation: Mapping[str, Any]) -> np.ndarray:
         goal = self.read_goal(np.asarray(observation["privileged_state"], dtype=np.float64))
+        grasp = goal.grasp_point.copy()
+        grasp[2] = max(grasp[2], MIN_GRASP_HEIGHT)
         position = goal.tcp_pose[:3]
         yaw = self._target_yaw(goal)
-        hover = goal.grasp_point + [0.0, 0.0, HOVER]
-        misaligned = np.linalg.norm(position[:2] - goal.grasp_point[:2]) > 0.015
+        hover = grasp + [0.0, 0.0, HOVER]
+        misaligned = np.linalg.norm(position[:2] - grasp[:2]) > 0.015
 
         if self.phase in ("lift", "carry", "lower") and not goal.grasped:
             self.phase = "approach"  # dropped it: start over from above
@@ -146,20 +150,22 @@ class PickAndPlaceExpert:
             self.phase = "approach"  # the object moved away: go back up over it
 
         if self.phase == "approach":
-            waypoint = hover if np.linalg.norm(position[:2] - hover[:2]) < 0.03 else np.append(hover[:2], max(position[2], hover[2]))
+            above = np.linalg.norm(position[:2] - hover[:2]) < 0.03
+            waypoint = hover if above else np.append(hover[:2], max(position[2], hover[2]))  # no sweeping low
             if np.linalg.norm(position - hover) < 0.01 and abs(self._yaw_error(goal, yaw)) < 0.05:
                 self.phase = "descend"
             return self._action(goal, waypoint, yaw, gripper=1.0)
         if self.phase == "descend":
-            if abs(position[2] - goal.grasp_point[2]) < 0.006:
+            if abs(position[2] - grasp[2]) < 0.008:
                 self.phase, self._counter = "close", 0
-            return self._action(goal, goal.grasp_point, yaw, gripper=1.0)
+            return self._action(goal, grasp, yaw, gripper=1.0)
         if self.phase == "close":
             self._counter += 1
             if self._counter >= self.CLOSE_STEPS:
                 self.phase = "lift" if goal.grasped else "approach"
             return self._action(goal, position, yaw, gripper=-1.0)
-        carry = np.append(goal.destination[:2], max(goal.destination[2] + (HOVER if goal.release else 0.0), MIN_CARRY_HEIGHT))
+        carry_height = max(goal.destination[2] + (HOVER if goal.release else 0.0), MIN_CARRY_HEIGHT)
+        carry = np.append(goal.destination[:2], carry_height)
         if self.phase == "lift":
             lift = np.append(position[:2], carry[2])
             if position[2] > carry[2] - 0.02:

@@ -3,8 +3,9 @@
 ``make_maniskill_vec`` picks by machine: with CUDA, ``ManiSkillBatchedEnv`` runs all
 sub-scenes in one ManiSkill env (``physx_cuda``) and returns torch tensors on the GPU, so
 images never leave the device before the policy sees them; without CUDA (ManiSkill's CPU
-backend simulates one env per process) a subprocess ``AsyncVectorEnv`` of single envs. Both are gymnasium ``VectorEnv``s with SAME_STEP autoreset and the
-contract's reward modes, action chunks and episode statistics.
+backend simulates one env per process) a subprocess ``AsyncVectorEnv`` of single envs.
+Both are gymnasium ``VectorEnv``s with SAME_STEP autoreset and the contract's reward
+modes, action chunks and episode statistics.
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from vlarl_envs.contract import validate_choice, validate_options
-from vlarl_envs.maniskill.env import check_arguments, episode_source
+from vlarl_envs.maniskill.env import TaskSetup
 from vlarl_envs.maniskill.episodes import reset_arguments
 from vlarl_envs.maniskill.observations import ObservationAdapter
 from vlarl_envs.maniskill.registration import make_maniskill_env
-from vlarl_envs.maniskill.tasks import build_simulator, registered_horizon
+from vlarl_envs.maniskill.tasks import build_simulator
 from vlarl_envs.wrappers import REWARD_MODES
 
 BACKENDS = ("auto", "gpu", "subprocess")
 
 
-def make_maniskill_vec(task: str, env_id: str, num_envs: int = 1, backend: str = "auto", **env_kwargs: Any) -> VectorEnv:
+def make_maniskill_vec(
+    task: str, env_id: str, num_envs: int = 1, backend: str = "auto", **env_kwargs: Any
+) -> VectorEnv:
     """``num_envs`` copies of a ManiSkill task (``gym.make_vec``'s entry point for these ids).
 
     Args:
@@ -94,18 +97,15 @@ class ManiSkillBatchedEnv(VectorEnv):
         if action_chunk is not None and action_chunk < 1:
             raise ValueError(f"{env_id}: action chunk must be >= 1, got {action_chunk}")
         self.env_id = env_id
-        self.task_spec = check_arguments(env_id, task, obs_mode, control_mode, split, horizon)
+        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon)
         self.num_envs = num_envs
-        self.split = split
         self.reward_mode = reward_mode
         self.chunked = action_chunk is not None
         self.chunk = action_chunk or 1
         self.terminate_on_success = terminate_on_success
-        self.horizon = int(horizon) if horizon is not None else registered_horizon(self.task_spec)
-        self.episodes = episode_source(self.task_spec, env_id)
-        self.simulator = build_simulator(self.task_spec, obs_mode, image_size, control_mode, num_envs, sim_backend)
+        self.simulator = build_simulator(self.setup.task, obs_mode, image_size, control_mode, num_envs, sim_backend)
         self.device = self.simulator.device
-        self.adapter = ObservationAdapter(self.simulator, self.task_spec, obs_mode, image_size)
+        self.adapter = ObservationAdapter(self.simulator, self.setup.task, obs_mode, image_size)
         self.single_observation_space = self.adapter.space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         action_dim = self.simulator.single_action_space.shape[0]
@@ -129,12 +129,10 @@ class ManiSkillBatchedEnv(VectorEnv):
         options = dict(options or {})
         episode_ids = options.pop("episode_id", None)
         options = validate_options(self.env_id, options)
-        split = validate_choice(self.env_id, "split", options.get("split", self.split), self.episodes.splits)
-        if "task" in options:
-            validate_choice(self.env_id, "task", options["task"], (self.task_spec.name,))
+        split = self.setup.split_of(options)
         ids = self._requested_episode_ids(split, episode_ids)
         self._splits = [split] * self.num_envs
-        starts = [self.episodes.start(split, episode_id) for episode_id in ids]
+        starts = [self.setup.episodes.start(split, episode_id) for episode_id in ids]
         raw, _ = self.simulator.reset(**reset_arguments(starts))
         self._instructions = tuple(start.instruction for start in starts)
         for counter in (self._elapsed, self._return, self._length, self._succeeded):
@@ -145,7 +143,7 @@ class ManiSkillBatchedEnv(VectorEnv):
 
     def _requested_episode_ids(self, split: str, episode_ids) -> list[int]:
         if episode_ids is None:
-            return [self.episodes.draw_episode_id(split, self._np_random) for _ in range(self.num_envs)]
+            return [self.setup.episodes.draw_episode_id(split, self._np_random) for _ in range(self.num_envs)]
         if isinstance(episode_ids, (int, np.integer)):
             episode_ids = [int(episode_ids)] * self.num_envs
         episode_ids = list(episode_ids)
@@ -176,7 +174,7 @@ class ManiSkillBatchedEnv(VectorEnv):
             failed = sim_info.get("fail", torch.zeros_like(success))
             self._elapsed += running.long()
             step_terminated = running & (failed | (success & self.terminate_on_success))
-            step_truncated = running & (self._elapsed >= self.horizon) & ~step_terminated
+            step_truncated = running & (self._elapsed >= self.setup.horizon) & ~step_terminated
             done_now = step_terminated | step_truncated
             reward = self._reward(sim_reward, success, done_now) * running
             self._succeeded |= success & running
@@ -211,7 +209,9 @@ class ManiSkillBatchedEnv(VectorEnv):
                 f"got dtype {actions.dtype} with shape {tuple(actions.shape)}"
             )
         if tuple(actions.shape) != self.action_space.shape:
-            raise ValueError(f"{self.env_id}: expected actions of shape {self.action_space.shape}, got shape {tuple(actions.shape)}")
+            raise ValueError(
+                f"{self.env_id}: expected actions of shape {self.action_space.shape}, got shape {tuple(actions.shape)}"
+            )
         if not bool(torch.isfinite(actions).all()):
             raise ValueError(f"{self.env_id}: expected finite actions, got non-finite values")
         actions = actions.float().clamp(-1.0, 1.0)
@@ -248,7 +248,10 @@ class ManiSkillBatchedEnv(VectorEnv):
         }
         info["_final_info"] = mask
         envs = env_idx.tolist()
-        starts = [self.episodes.start(self._splits[env], self.episodes.draw_episode_id(self._splits[env], self._np_random)) for env in envs]
+        episodes = self.setup.episodes
+        starts = [
+            episodes.start(self._splits[env], episodes.draw_episode_id(self._splits[env], self._np_random)) for env in envs
+        ]
         arguments = reset_arguments(starts)
         arguments["options"]["env_idx"] = env_idx
         raw, _ = self.simulator.reset(**arguments)

@@ -219,7 +219,8 @@ def _layout(
             else:
                 break
             circles.append((centre, reach))
-            placements.append(Placement(spec.name, float(centre[0]), float(centre[1]), float(rng.uniform(-np.pi, np.pi))))
+            yaw = float(rng.uniform(-np.pi, np.pi))
+            placements.append(Placement(spec.name, float(centre[0]), float(centre[1]), yaw))
         else:
             return (float(plate[0]), float(plate[1])), tuple(placements)
     raise RuntimeError(f"no collision-free layout for {[spec.name for spec in specs]}")
@@ -236,7 +237,8 @@ def _move(rng: np.random.Generator, plate_xy, placements: tuple[Placement, ...])
         centre = _uniform_in(rng, TRAIN_REGION)
         far_enough = np.linalg.norm(centre - start) >= 0.08
         if far_enough and all(np.linalg.norm(centre - c) >= r + keepout + CLEARANCE for c, r in circles):
-            return ObjectMove(int(rng.integers(6, 13)), float(centre[0]), float(centre[1]), float(rng.uniform(-np.pi, np.pi)))
+            step = int(rng.integers(6, 13))
+            return ObjectMove(step, float(centre[0]), float(centre[1]), float(rng.uniform(-np.pi, np.pi)))
     raise RuntimeError(f"no free spot to move {target.name!r} to")
 
 

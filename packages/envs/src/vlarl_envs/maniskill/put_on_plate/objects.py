@@ -110,6 +110,15 @@ class ObjectSpec:
         return max(part.offset[2] + part.half_height() for part in self.parts)
 
 
+FINGER_DEPTH = 0.03
+"""How far below an object's top the fingertips may close before the palm touches it."""
+
+
+def _grasp_height(height: float) -> float:
+    """Mid-height, or FINGER_DEPTH below the top for objects taller than twice that."""
+    return max(height / 2, height - FINGER_DEPTH)
+
+
 def _centered(kind: str, size: tuple[float, ...], axis: str = "x") -> Part:
     """A part resting on the table with its centre above the origin."""
     part = Part(kind, size, axis=axis)
@@ -119,7 +128,7 @@ def _centered(kind: str, size: tuple[float, ...], axis: str = "x") -> Part:
 def box(name: str, colour: str, hx: float, hy: float, hz: float) -> ObjectSpec:
     """A box; the fingers close across its narrower side."""
     yaw = 0.0 if hx <= hy else math.pi / 2
-    return ObjectSpec(name, colour, (_centered("box", (hx, hy, hz)),), (0.0, 0.0, min(hz, 0.03)), yaw)
+    return ObjectSpec(name, colour, (_centered("box", (hx, hy, hz)),), (0.0, 0.0, _grasp_height(2 * hz)), yaw)
 
 
 def ball(name: str, colour: str, radius: float) -> ObjectSpec:
@@ -129,7 +138,7 @@ def ball(name: str, colour: str, radius: float) -> ObjectSpec:
 def can(name: str, colour: str, radius: float, half_height: float) -> ObjectSpec:
     """An upright cylinder."""
     part = _centered("cylinder", (radius, half_height), axis="z")
-    return ObjectSpec(name, colour, (part,), (0.0, 0.0, min(half_height, 0.03)), 0.0)
+    return ObjectSpec(name, colour, (part,), (0.0, 0.0, _grasp_height(2 * half_height)), 0.0)
 
 
 def lying(name: str, colour: str, kind: str, radius: float, half_length: float) -> ObjectSpec:
@@ -249,12 +258,12 @@ def build_object(builder, spec: ObjectSpec, physical_material, render_material_f
         elif part.kind == "sphere":
             builder.add_sphere_collision(pose, radius=part.size[0], material=physical_material)
             builder.add_sphere_visual(pose, radius=part.size[0], material=material)
-        elif part.kind == "cylinder":
-            builder.add_cylinder_collision(pose, radius=part.size[0], half_length=part.size[1], material=physical_material)
-            builder.add_cylinder_visual(pose, radius=part.size[0], half_length=part.size[1], material=material)
-        elif part.kind == "capsule":
-            builder.add_capsule_collision(pose, radius=part.size[0], half_length=part.size[1], material=physical_material)
-            builder.add_capsule_visual(pose, radius=part.size[0], half_length=part.size[1], material=material)
+        elif part.kind in ("cylinder", "capsule"):
+            add_collision = builder.add_cylinder_collision if part.kind == "cylinder" else builder.add_capsule_collision
+            add_visual = builder.add_cylinder_visual if part.kind == "cylinder" else builder.add_capsule_visual
+            radius, half_length = part.size
+            add_collision(pose, radius=radius, half_length=half_length, material=physical_material)
+            add_visual(pose, radius=radius, half_length=half_length, material=material)
         else:
             raise ValueError(f"object {spec.name!r}: unknown part kind {part.kind!r}")
 

@@ -185,7 +185,8 @@ class PutOnPlateTask(BaseEnv):
         episodes = options.get("episodes")
         if episodes is None:
             ids = self._batched_episode_rng.randint(SPLIT_SIZES["train"])
-            episodes = [make_episode("train", int(episode_id)) for episode_id in np.atleast_1d(ids)[: len(env_idx_list)]]
+            ids = np.atleast_1d(ids)[: len(env_idx_list)]
+            episodes = [make_episode("train", int(episode_id)) for episode_id in ids]
         if len(episodes) != len(env_idx_list):
             raise ValueError(f"PutOnPlate: {len(env_idx_list)} sub-scenes to reset but {len(episodes)} episodes given")
         for env, episode in zip(env_idx_list, episodes):
@@ -215,7 +216,9 @@ class PutOnPlateTask(BaseEnv):
     def _place_objects(self, env_idx_list: list[int], episodes: list[PutOnPlateEpisode]) -> None:
         """Put each episode's objects on the table and park the rest; remember the target."""
         count = len(episodes)
-        poses = {index: np.tile([*self._parking_spot(index), 1.0, 0.0, 0.0, 0.0], (count, 1)) for index in range(len(ALL_OBJECTS))}
+        poses = {
+            index: np.tile([*self._parking_spot(index), 1.0, 0.0, 0.0, 0.0], (count, 1)) for index in range(len(ALL_OBJECTS))
+        }
         for row, episode in enumerate(episodes):
             for placement in episode.placements:
                 index = _object_index(placement.name)
