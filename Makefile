@@ -4,6 +4,8 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 # MuJoCo renders off-screen through EGL (Mesa's llvmpipe on a machine without a GPU).
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
+# Ray must start its workers in this environment, not through its `uv run` hook.
+export RAY_ENABLE_UV_RUN_RUNTIME_ENV ?= 0
 UV ?= uv
 PYTEST_ARGS ?=
 

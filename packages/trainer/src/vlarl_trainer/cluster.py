@@ -17,6 +17,11 @@ from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 
+EMBEDDED_START_ATTEMPTS = 3
+"""An embedded Ray node waits a fixed time for its helper processes; on a machine busy with
+other work they can miss it, and a second start usually makes it."""
+
+
 class WorkerFailure(RuntimeError):
     """A worker raised or died; the message carries its role, rank and traceback."""
 
@@ -24,10 +29,17 @@ class WorkerFailure(RuntimeError):
 def start_ray(address: str | None, num_cpus: int | None) -> None:
     if ray.is_initialized():
         return
-    if address is None:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, configure_logging=False, log_to_driver=True)
-    else:
+    if address is not None:
         ray.init(address=address, configure_logging=False, log_to_driver=True)
+        return
+    for attempt in range(1, EMBEDDED_START_ATTEMPTS + 1):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, configure_logging=False, log_to_driver=True)
+            return
+        except Exception as error:  # Ray raises a bare Exception when its node does not come up in time
+            ray.shutdown()
+            if "timed out during startup" not in str(error) or attempt == EMBEDDED_START_ATTEMPTS:
+                raise
 
 
 def gpu_count() -> int:

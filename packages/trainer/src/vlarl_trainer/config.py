@@ -90,6 +90,7 @@ class ActorConfig:
     value_lr: float = 1e-3
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    adam_eps: float = 1e-8
     clip_grad: float = 1.0
     lr_schedule: str = "constant"
     warmup_steps: int = 0

@@ -174,16 +174,19 @@ class Trainer:
 
         mark = time.perf_counter()
         batch, metrics = build_batch(concat_epochs(epochs), config.algorithm)
-        plan = minibatch_plan(len(batch["weights"]), config.actor.global_batch_size, config.actor.micro_batch_size,
-                              layout.actor_workers, config.actor.update_epoch, config.runner.seed * 100003 + step)
+        # GRPO's group filter can leave nothing to learn from (every group all-fail or all-success).
+        plan = [] if len(batch["weights"]) < layout.actor_workers else minibatch_plan(
+            len(batch["weights"]), config.actor.global_batch_size, config.actor.micro_batch_size,
+            layout.actor_workers, config.actor.update_epoch, config.runner.seed * 100003 + step)
         timings["time/cal_adv_and_returns"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
-        batch_ref = ray.put(batch)
-        per_rank = self.actor.get(self.actor.call("train", batch_ref, plan))
+        if plan:
+            batch_ref = ray.put(batch)
+            per_rank = self.actor.get(self.actor.call("train", batch_ref, plan))
+            for name in per_rank[0]:
+                metrics[train_metric_name(name)] = float(np.mean([m[name] for m in per_rank]))
         timings["time/actor_training"] = time.perf_counter() - mark
-        for name in per_rank[0]:
-            metrics[train_metric_name(name)] = float(np.mean([m[name] for m in per_rank]))
         for name in EPISODE_STATISTICS:
             metrics[f"env/{name}"] = float(np.mean(np.concatenate([e[name] for e in epochs]).astype(np.float64)))
         timings["time/step"] = time.perf_counter() - start

@@ -78,6 +78,7 @@ class ActorWorker:
                 {"params": groups["value_head"], "lr": actor.value_lr},
             ],
             betas=tuple(actor.betas),
+            eps=actor.adam_eps,
             weight_decay=actor.weight_decay,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -1,0 +1,7 @@
+"""``python -m vlarl_trainer ...`` is ``vlarl-train ...``."""
+
+import sys
+
+from vlarl_trainer.cli import train_main
+
+sys.exit(train_main())

@@ -1,0 +1,211 @@
+"""Whole training runs of a CPU recipe on MetaWorld reach-v3 with a tiny pi0, on embedded Ray."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from vlarl_envs.testing import require_simulator
+
+require_simulator("metaworld")
+
+from vlarl_trainer.cluster import start_ray  # noqa: E402  (before ray: it configures Ray's start-up)
+
+import ray  # noqa: E402,I001
+from vlarl_trainer.config import load_config  # noqa: E402
+from vlarl_trainer.rollout import run_episodes  # noqa: E402
+from vlarl_trainer.runner import Trainer, training_options  # noqa: E402
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
+
+SMALL = [
+    "env.id=vlarl/MetaWorld-reach-v3",
+    "env.num_envs=2",
+    "env.max_steps=10",
+    "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10}",
+    "actor.global_batch_size=4",
+    "actor.micro_batch_size=2",
+    "actor.update_epoch=2",
+    "eval.at_start=false",
+    "eval.episodes_per_task=1",
+    "runner.progress=false",
+]
+
+PPO_METRICS = {
+    "env/success_once", "env/success_at_end", "env/return", "env/episode_len",
+    "rollout/advantages_mean", "rollout/returns_mean",
+    "train/actor/policy_loss", "train/actor/approx_kl", "train/actor/clip_fraction", "train/actor/entropy_loss",
+    "train/actor/grad_norm", "train/actor/lr",
+    "train/critic/value_loss", "train/critic/value_clip_ratio", "train/critic/explained_variance",
+    "time/step", "time/generate_rollouts", "time/actor_training", "time/sync_weights",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def embedded_ray():
+    start_ray(None, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def make_trainer(tmp_path, recipe, *overrides, name="run"):
+    config = load_config([f"recipe={recipe}", *SMALL, f"runner.output_dir={tmp_path}", f"runner.name={name}",
+                          *overrides])
+    return Trainer(config)
+
+
+def read_metrics(run_dir) -> dict[int, dict]:
+    steps: dict[int, dict] = {}
+    for line in Path(run_dir, "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        steps.setdefault(record.pop("step"), {}).update(record)
+    return steps
+
+
+def test_ppo_two_steps_logs_every_metric(tmp_path):
+    trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny_flownoise", "runner.max_steps=2")
+    try:
+        results = trainer.run()
+    finally:
+        trainer.close()
+    metrics = read_metrics(results["run_dir"])
+    for step in (1, 2):
+        missing = PPO_METRICS - set(metrics[step])
+        assert not missing, f"step {step} lacks {missing}"
+        assert all(math.isfinite(v) for v in metrics[step].values())
+    assert {"eval/success_once", "eval/test/success_once/reach-v3"} <= set(metrics[2])
+    assert (trainer.run_dir / "checkpoints" / "step_2" / "policy" / "model.safetensors").exists()
+    assert list((trainer.run_dir / "tensorboard").glob("events.*"))
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny_flownoise", "runner.max_steps=2")
+
+
+def test_grpo_two_steps(tmp_path):
+    trainer = make_trainer(tmp_path, "metaworld_10_grpo_openpi_tiny", "env.num_envs=4", "algorithm.group_size=2",
+                           "algorithm.score_range=null", "actor.global_batch_size=8", "runner.max_steps=2")
+    try:
+        results = trainer.run()
+    finally:
+        trainer.close()
+    metrics = read_metrics(results["run_dir"])
+    for step in (1, 2):
+        for name in ("env/success_once", "rollout/advantages_mean", "train/actor/policy_loss", "train/actor/grad_norm"):
+            assert math.isfinite(metrics[step][name])
+        assert not any(name.startswith("train/critic/value_loss") for name in metrics[step])
+
+
+def test_two_pipeline_stages_give_the_same_trajectories(tmp_path):
+    one = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
+                       name="one")
+    two = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
+                       "rollout.pipeline_stage_num=2", f"policy.pretrained={one.run_dir / 'initial_policy'}",
+                       name="two")
+    try:
+        options = training_options(one.config, step=0, epoch=0)
+        first = run_episodes(one.shards, options, one.layout.chunk_steps, deterministic=True, seed=1)
+        second = run_episodes(two.shards, options, two.layout.chunk_steps, deterministic=True, seed=1)
+    finally:
+        one.close()
+        two.close()
+    assert two.shards.stage_num == 2 and two.shards.envs_per_stage == 2
+    for name in ("rewards", "dones", "episode_len", "success_once"):
+        assert (first[name] == second[name]).all(), name
+    # One act over 4 envs and two over 2 run the same math through differently shaped matrix
+    # products, so floats agree to rounding, not bit for bit.
+    torch.testing.assert_close(first["logprobs"], second["logprobs"], rtol=1e-4, atol=1e-4)
+    for name, value in first["forward_inputs"].items():
+        other = second["forward_inputs"][name]
+        assert value.shape == other.shape, name
+        if value.is_floating_point():
+            torch.testing.assert_close(value, other, rtol=1e-3, atol=1e-3, msg=name)
+        elif value.dtype == torch.uint8:  # images: a rounding difference in a pose moves a few pixels
+            assert (value.float() - other.float()).abs().mean() < 0.5, name
+        else:
+            assert torch.equal(value, other), name
+
+
+def test_resume_continues_exactly(tmp_path):
+    straight = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=2", "runner.save_interval=1",
+                            name="straight")
+    try:
+        straight.run()
+    finally:
+        straight.close()
+    interrupted = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", name="interrupted")
+    try:
+        interrupted.run()
+    finally:
+        interrupted.close()
+    from vlarl_trainer.runner import resumed_config
+
+    resumed = Trainer(resumed_config(str(interrupted.run_dir), ["runner.max_steps=2"]))
+    try:
+        resumed.run()
+    finally:
+        resumed.close()
+    expected, got = read_metrics(straight.run_dir)[2], read_metrics(interrupted.run_dir)[2]
+    for name, value in expected.items():
+        if not name.startswith("time/"):
+            assert got[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
+
+
+def test_two_actor_ranks_make_the_same_update_as_one(tmp_path):
+    # Some parameters have a zero true gradient (a key bias under softmax); Adam would turn their
+    # rounding noise into full steps of random sign, so a large eps keeps such noise inert.
+    adam = ["actor.adam_eps=1e-3", "actor.lr=1e-3"]
+    single = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
+                          "actor.micro_batch_size=2", *adam, name="single")
+    double = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
+                          "actor.micro_batch_size=2", *adam, f"policy.pretrained={single.run_dir / 'initial_policy'}",
+                          "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}", name="double")
+    try:
+        assert len(double.actor) == 2
+        single.train_step(0)
+        double.train_step(0)
+        one = ray.get(single.actor.workers[0].weights.remote())
+        two = [ray.get(worker.weights.remote()) for worker in double.actor.workers]
+    finally:
+        single.close()
+        double.close()
+    initial = vlarl_policies_state(single.run_dir / "initial_policy")
+    moved = 0
+    for name, tensor in one.items():
+        torch.testing.assert_close(two[0][name], tensor, rtol=1e-4, atol=1e-6, msg=name)
+        torch.testing.assert_close(two[1][name], two[0][name], rtol=0, atol=0, msg=name)
+        moved += int(not torch.equal(tensor, initial[name]))
+    assert moved > len(one) // 2, "the update changed too few parameters to compare"
+
+
+def vlarl_policies_state(path):
+    import vlarl_policies
+
+    return vlarl_policies.from_pretrained(path).state_dict()
+
+
+def test_killed_env_worker_stops_the_run_and_keeps_its_checkpoint(tmp_path):
+    command = [sys.executable, "-m", "vlarl_trainer", "recipe=metaworld_10_ppo_openpi_tiny", *SMALL,
+               f"runner.output_dir={tmp_path}", "runner.name=killed", "runner.max_steps=200", "runner.save_interval=1"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / "killed"
+    deadline = time.time() + 600
+    while not (run_dir / "checkpoints" / "step_1").exists():
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.time() < deadline, "no checkpoint within 10 minutes"
+        time.sleep(1)
+    env_pid = json.loads((run_dir / "workers.json").read_text())["env"][0]
+    os.kill(env_pid, signal.SIGKILL)
+    killed_at = time.time()
+    _, stderr = process.communicate(timeout=180)
+    assert process.returncode == 1, stderr[-3000:]
+    assert time.time() - killed_at < 120
+    assert "env worker" in stderr and "died" in stderr
+    import vlarl_policies
+
+    vlarl_policies.from_pretrained(run_dir / "checkpoints" / "step_1" / "policy")
