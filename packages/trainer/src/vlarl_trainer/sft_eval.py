@@ -1,9 +1,9 @@
 """Success of a policy on a fixed episode list per task, with deterministic action chunks.
 
 Every task replays episode ids ``0..N-1`` of a split, so two checkpoints (before and after RL,
-or two seeds) are compared on the same initial states. A pool of envs runs the episodes,
-the policy acts on all running envs as one batch, and each env executes the whole chunk
-through the env's ``action_chunk`` wrapper.
+or two seeds) are compared on the same initial states. A pool of envs runs the episodes (each
+env a contiguous block of the task-major list), the policy acts on all running envs as one
+batch, and each env executes the whole chunk through the env's ``action_chunk`` wrapper.
 """
 
 from __future__ import annotations
@@ -47,13 +47,17 @@ def evaluate_success(
                                   "action_chunk": chunk}
     if horizon is not None:
         env_kwargs["horizon"] = horizon
-    queue = deque((task, episode_id) for task in tasks for episode_id in range(num_episodes))
+    work = [(task, episode_id) for task in tasks for episode_id in range(num_episodes)]
+    envs = [gym.make(env_id, **env_kwargs) for _ in range(min(num_envs, len(work)))]
+    # Contiguous blocks of the task-major list per env: a multi-task env builds a simulator per
+    # task it meets, so each env meets as few tasks as possible.
+    queues = [deque(work[slot * len(work) // len(envs):(slot + 1) * len(work) // len(envs)])
+              for slot in range(len(envs))]
     results: dict[str, list[bool | None]] = {task: [None] * num_episodes for task in tasks}
-    envs = [gym.make(env_id, **env_kwargs) for _ in range(min(num_envs, len(queue)))]
     running: dict[int, tuple[str, int, dict[str, Any]]] = {}
 
     def start(slot: int) -> None:
-        task, episode_id = queue.popleft()
+        task, episode_id = queues[slot].popleft()
         observation, _ = envs[slot].reset(options={"episode_id": episode_id, "task": task, "split": split})
         running[slot] = (task, episode_id, observation)
 
@@ -73,7 +77,7 @@ def evaluate_success(
                 if terminated or truncated:
                     results[task][episode_id] = bool(info["episode"]["success_once"])
                     del running[slot]
-                    if queue:
+                    if queues[slot]:
                         start(slot)
     finally:
         policy.train(was_training)

@@ -1,0 +1,244 @@
+"""GSEnv PutCubeOnPlate under the vlarl contract: ManiSkill physics, Gaussian-splat images.
+
+Task Description:
+    A Franka Panda picks up a cube and puts it on a plate ("pick up the cube and put it on
+    the plate"), physics by ManiSkill 3 (``vlarl_envs.gsenv.task``). Images come from 3D
+    Gaussian splats bound to the robot's links and the objects and moved every step from
+    the simulator's poses, over a cached table splat and a backdrop photo. The splats are a
+    real capture in the published GSEnv layout (``capture=<dir>``) or, by default, assets
+    built from the simulator's own meshes and cached on first use.
+
+Randomizations:
+    The cube's position and yaw and the plate's position, drawn from ``(split stream,
+    episode_id)`` by ``vlarl_envs.gsenv.layout.sample_layout``: the same ``episode_id``
+    replays the same initial state, and ``train`` and ``test`` never share one.
+
+Success Conditions:
+    The cube's centre is within 7 cm of the plate's centre in xy, 0 to 7 cm above it, and
+    the gripper has let go. The episode terminates on success unless
+    ``terminate_on_success=False`` and truncates after ``horizon`` (100) steps at 10 Hz.
+
+Observations: ``main_images`` from the third-person camera (640x480 by default, like the
+real camera), ``states`` = 7 arm joints + gripper opening (8,), ``privileged_state`` =
+gripper TCP pose (7), cube pose (7), plate position (3) and whether the cube is grasped (1),
+and ``task_description``. Actions are 7-D: end-effector target delta position and rotation
+(normalized; 1 = 10 cm or 0.1 rad) and the gripper (-1 closed, +1 open).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from vlarl_envs.contract import (
+    check_obs_mode,
+    image_shape,
+    observation_space,
+    validate_action,
+    validate_choice,
+    validate_options,
+)
+from vlarl_envs.gsenv.layout import SPLIT_STREAMS, sample_layout
+
+TASK_NAME = "PutCubeOnPlate"
+INSTRUCTION = "pick up the cube and put it on the plate"
+RENDERERS = ("gaussian", "maniskill")
+"""``gaussian``: splat images (the point of GSEnv); ``maniskill``: ManiSkill's own rasterizer
+of the same scene and camera, for comparisons."""
+ARM_JOINTS = 7
+PRIVILEGED_STATE_DIM = 18
+JOINT_LIMIT_SLACK = 0.05
+"""The PD controller can overshoot a joint limit by a little; the bounds allow for that."""
+
+
+class GSEnv(gym.Env):
+    """PutCubeOnPlate with Gaussian-splat rendering and replayable episodes."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(
+        self,
+        env_id: str = "vlarl/GSEnv-PutCubeOnPlate-v0",
+        obs_mode: str = "rgb",
+        image_size: int | tuple[int, int] = (480, 640),
+        horizon: int = 100,
+        terminate_on_success: bool = True,
+        split: str = "train",
+        render_mode: str | None = None,
+        renderer: str = "gaussian",
+        splat_backend: str = "auto",
+        capture: str | os.PathLike | None = None,
+        asset_settings: dict | None = None,
+    ) -> None:
+        """
+        Args:
+            env_id: the registered id, used in error messages.
+            obs_mode: "rgb" (images + state) or "state".
+            image_size: camera resolution, int or (H, W); default 480x640.
+            horizon: steps before truncation.
+            terminate_on_success: end the episode on the first success step.
+            split: default split for resets without ``options["split"]``: "train" or "test".
+            render_mode: None or "rgb_array" (returns the camera image).
+            renderer: "gaussian" (splats) or "maniskill" (ManiSkill's rasterizer).
+            splat_backend: "auto", "torch" (CPU) or "gsplat" (CUDA).
+            capture: a capture directory in the published GSEnv layout; None builds (once)
+                and uses assets made from the simulator's meshes.
+            asset_settings: ``vlarl_envs.gsenv.assets.BuildSettings`` fields for those assets.
+        """
+        from vlarl_envs.gsenv.simulator import build_task
+
+        from vlarl_envs.splats.backends import BACKENDS
+
+        check_obs_mode(obs_mode)
+        validate_choice(env_id, "split", split, SPLIT_STREAMS)
+        validate_choice(env_id, "renderer", renderer, RENDERERS)
+        validate_choice(env_id, "splat_backend", splat_backend, BACKENDS)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if horizon <= 0:
+            raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
+        self.env_id = env_id
+        self.obs_mode = obs_mode
+        self.image_shape = image_shape(image_size)
+        self.horizon = int(horizon)
+        self.terminate_on_success = terminate_on_success
+        self.split = split
+        self.render_mode = render_mode
+        self.renderer = renderer
+        camera_size = self.image_shape[:2]
+        self.task = build_task("rgb" if renderer == "maniskill" and self._renders() else "state", camera_size)
+        self.splat_renderer = None
+        if renderer == "gaussian" and self._renders():
+            self.splat_renderer = self._make_splat_renderer(splat_backend, capture, asset_settings)
+
+        limits = self.task.agent.robot.get_qlimits()[0].cpu().numpy()
+        low = np.append(limits[:ARM_JOINTS, 0] - JOINT_LIMIT_SLACK, 0.0)
+        high = np.append(limits[:ARM_JOINTS, 1] + JOINT_LIMIT_SLACK, limits[ARM_JOINTS:, 1].sum() + 0.01)
+        self.observation_space = observation_space(
+            obs_mode,
+            camera_size,
+            low,
+            high,
+            extra={"privileged_state": spaces.Box(-np.inf, np.inf, (PRIVILEGED_STATE_DIM,), np.float32)},
+        )
+        self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
+        self._elapsed = 0
+        self._started = False
+        self._raw_observation: Any = None
+        self._last_image: np.ndarray | None = None
+
+    def _renders(self) -> bool:
+        return self.obs_mode == "rgb" or self.render_mode == "rgb_array"
+
+    def _make_splat_renderer(self, backend: str, capture, asset_settings: dict | None):
+        from vlarl_envs.gsenv.assets import BuildSettings, ensure_assets
+        from vlarl_envs.gsenv.bodies import BodyTracker, splat_scene
+        from vlarl_envs.gsenv.capture import load_capture
+        from vlarl_envs.gsenv.task import CAMERA_NAME
+        from vlarl_envs.splats.backends import make_rasterizer
+        from vlarl_envs.splats.camera import PinholeCamera
+        from vlarl_envs.splats.scene import SceneRenderer
+
+        if capture is None:
+            with torch.no_grad():
+                capture = ensure_assets(self.task, BuildSettings(**(asset_settings or {})))
+        elif asset_settings:
+            raise ValueError(f"{self.env_id}: asset_settings apply to built assets, not to capture={capture!r}")
+        scene = splat_scene(self.task, load_capture(capture))
+        height, width = self.image_shape[:2]
+        params = self.task._sensors[CAMERA_NAME].get_params()
+        camera = PinholeCamera.from_extrinsic(width, height, params["intrinsic_cv"][0], params["extrinsic_cv"][0])
+        self._bodies = BodyTracker(self.task, scene)
+        return SceneRenderer(scene, camera, make_rasterizer(backend))
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = validate_options(self.env_id, options)
+        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLIT_STREAMS)
+        validate_choice(self.env_id, "task", options.get("task", TASK_NAME), (TASK_NAME,))
+        episode_id = options.get("episode_id")
+        if episode_id is None:
+            episode_id = int(self.np_random.integers(2**31))
+        raw, _ = self.task.reset(seed=int(episode_id), options={"layout": sample_layout(split, int(episode_id))})
+        self._raw_observation = raw
+        self._elapsed = 0
+        self._started = True
+        info = {"success": False, "is_success": False, "episode_id": int(episode_id), "split": split}
+        return self._observation(), info
+
+    def step(self, action):
+        if not self._started:
+            raise RuntimeError(f"{self.env_id}: call reset() before step()")
+        action = validate_action(self.env_id, action, self.action_space)
+        self._raw_observation, reward, _, _, task_info = self.task.step(action[None])
+        self._elapsed += 1
+        success = bool(task_info["success"][0])
+        terminated = success and self.terminate_on_success
+        truncated = self._elapsed >= self.horizon and not terminated
+        info = {"success": success, "is_success": success, "is_grasped": bool(task_info["is_grasped"][0])}
+        return self._observation(), float(reward[0]), terminated, truncated, info
+
+    def privileged_state(self) -> np.ndarray:
+        """float32 (18,): TCP pose, cube pose, plate position, cube grasped (0/1)."""
+        task = self.task
+        parts = [
+            task.agent.tcp_pose.raw_pose[0],
+            task.cube.pose.raw_pose[0],
+            task.plate.pose.p[0],
+            task.agent.is_grasping(task.cube).float(),
+        ]
+        return torch.cat([part.reshape(-1).cpu() for part in parts]).numpy().astype(np.float32)
+
+    def _observation(self) -> dict[str, Any]:
+        qpos = self.task.agent.robot.get_qpos()[0].cpu().numpy()
+        states = np.append(qpos[:ARM_JOINTS], qpos[ARM_JOINTS:].sum()).astype(np.float32)
+        observation: dict[str, Any] = {}
+        self._last_image = None
+        if self.obs_mode == "rgb":
+            observation["main_images"] = self._render_camera()
+        observation["states"] = states
+        observation["task_description"] = INSTRUCTION
+        observation["privileged_state"] = self.privileged_state()
+        return observation
+
+    def _render_camera(self) -> np.ndarray:
+        if self.splat_renderer is not None:
+            image = self.splat_renderer.render(self._bodies.poses())[0]
+        else:  # ManiSkill rendered its camera into the observation of the last reset or step
+            from vlarl_envs.gsenv.task import CAMERA_NAME
+
+            image = self._raw_observation["sensor_data"][CAMERA_NAME]["rgb"][0]
+        self._last_image = image.cpu().numpy()
+        return self._last_image
+
+    def alignment_masks(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Where the named bodies ("cube", "plate", link names) show through the camera:
+        bool (H, W) masks from the splat render and from ManiSkill's own segmentation.
+
+        For checking that a capture lines up with the simulation; renders with SAPIEN once.
+        """
+        from vlarl_envs.gsenv.task import CAMERA_NAME
+
+        if self.splat_renderer is None:
+            raise RuntimeError(f"{self.env_id}: alignment_masks needs renderer='gaussian' and images")
+        splat = self.splat_renderer.body_masks(self._bodies.poses(), names)[0].cpu().numpy()
+        sensor = self.task._sensors[CAMERA_NAME]
+        self.task.scene.update_render(update_sensors=True, update_human_render_cameras=False)
+        sensor.capture()
+        segmentation = sensor.get_obs(rgb=False, depth=False, position=False, segmentation=True)["segmentation"]
+        ids = [index for index, body in self.task.segmentation_id_map.items() if body.name in names]
+        return splat, np.isin(segmentation[0, ..., 0].cpu().numpy(), ids)
+
+    def render(self):
+        if self.render_mode != "rgb_array" or not self._started:
+            return None
+        return self._last_image if self._last_image is not None else self._render_camera()
+
+    def close(self):
+        self.task.close()
+        super().close()
