@@ -124,6 +124,19 @@ def test_success_needs_the_cube_released_on_the_plate(state_env):
     assert info["success"]
 
 
+def test_dense_reward_climbs_through_the_stages(state_env):
+    dense = wrap_contract(state_env.unwrapped, reward_mode="dense")
+    obs, _ = dense.reset(options={"episode_id": 6})
+    rewards, done = [], False
+    while not done:
+        obs, reward, terminated, truncated, info = dense.step(pick_and_place_action(obs))
+        rewards.append(reward)
+        done = terminated or truncated
+    assert info["success"] and rewards[-1] == pytest.approx(1.0)
+    assert min(rewards) >= 0.0 and max(rewards[:-1]) < 1.0
+    assert rewards[0] < np.mean(rewards[len(rewards) // 2 : -1]), "carrying should pay more than reaching"
+
+
 def test_video_shows_the_cube_moving_with_the_gripper(env, tmp_path):
     """The expert's episode on video: the red cube's pixels sit where the simulator's cube
     projects into the image, frame after frame, while the gripper carries it across."""

@@ -41,6 +41,8 @@ TABLE_COLOUR = (0.62, 0.47, 0.33)
 SIM_FREQUENCY = 100
 CONTROL_FREQUENCY = 10
 MAX_DENSE_REWARD = 5.0
+DROP_OFFSET = (0.0, 0.0, 0.06)
+"""Where the dense reward wants the held cube: this far above the plate's centre (m)."""
 
 
 class PutCubeOnPlateTask(BaseEnv):
@@ -158,16 +160,18 @@ class PutCubeOnPlateTask(BaseEnv):
         )
 
     def compute_dense_reward(self, obs, action: torch.Tensor, info: dict):
-        """Reach the cube, grasp it, carry it above the plate, let go: up to MAX_DENSE_REWARD."""
+        """Staged, each stage in [0, 1]: TCP near the cube, cube held, held cube near its drop
+        point above the plate, cube on the plate and let go. Success scores MAX_DENSE_REWARD."""
         cube = self.cube.pose.p
-        reach = 1 - torch.tanh(5 * torch.linalg.norm(cube - self.agent.tcp_pose.p, dim=1))
-        grasped = info["is_grasped"].float()
-        above_plate = self.plate.pose.p + torch.tensor([0.0, 0.0, 0.06], device=self.device)
-        carry = 1 - torch.tanh(5 * torch.linalg.norm(above_plate - cube, dim=1))
-        placed = info["is_cube_over_plate"].float()
-        reward = reach + grasped + (grasped + placed) * carry + placed * (1 - grasped)
-        reward[info["success"]] = MAX_DENSE_REWARD
-        return reward
+        held = info["is_grasped"].float()
+        drop_point = self.plate.pose.p + torch.tensor(DROP_OFFSET, device=self.device)
+        stages = (
+            1 - torch.tanh(5 * torch.linalg.norm(cube - self.agent.tcp_pose.p, dim=1)),
+            held,
+            held * (1 - torch.tanh(5 * torch.linalg.norm(drop_point - cube, dim=1))),
+            info["is_cube_over_plate"].float() * (1 - held),
+        )
+        return torch.where(info["success"], MAX_DENSE_REWARD, torch.stack(stages).sum(dim=0))
 
     def compute_normalized_dense_reward(self, obs, action: torch.Tensor, info: dict):
         return self.compute_dense_reward(obs, action, info) / MAX_DENSE_REWARD
