@@ -15,6 +15,7 @@ Usage::
 """
 
 import argparse
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -152,10 +153,11 @@ class Outcome:
     final: float  # the metric over the last window of episodes
     final_success: float  # the success rate over the same episodes
     seconds: float
+    cpu_seconds: float  # process CPU time: less sensitive than wall-clock to other load on the machine
     steps: int
 
 
-def score(task: Task, log: EpisodeLog, seconds: float) -> Outcome:
+def score(task: Task, log: EpisodeLog, seconds: float, cpu_seconds: float) -> Outcome:
     """The first point where the windowed mean reaches the threshold, and the last window's mean."""
     column = 2 if task.metric == "return" else 3
     values = np.array([episode[column] for episode in log.episodes], dtype=np.float64)
@@ -165,12 +167,30 @@ def score(task: Task, log: EpisodeLog, seconds: float) -> Outcome:
     reached = np.flatnonzero(windowed >= task.threshold)
     if reached.size:
         steps, at, _, _ = log.episodes[reached[0] + task.window - 1]
+        steps = math.ceil(steps / task.num_envs) * task.num_envs  # env steps when that vector step ends
     else:
         steps, at = float("inf"), float("inf")
     final = float(windowed[-1]) if windowed.size else float("nan")
     last = log.episodes[-task.window :]
     final_success = float(np.mean([e[3] for e in last])) if log.reports_success and last else float("nan")
-    return Outcome(steps, at, final, final_success, seconds, log.steps)
+    return Outcome(steps, at, final, final_success, seconds, cpu_seconds, log.steps)
+
+
+def env_alone_speed(task: Task, steps: int = 2048) -> float:
+    """Env steps per second of the benchmark's vector env under random actions, no learner."""
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: Recorder(task.make_env(), EpisodeLog()) for _ in range(task.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    actions = [envs.action_space.sample() for _ in range(steps // task.num_envs)]
+    start = time.perf_counter()
+    for action in actions:
+        envs.step(action)
+    seconds = time.perf_counter() - start
+    envs.close()
+    return len(actions) * task.num_envs / seconds
 
 
 def warm_up() -> None:
@@ -217,41 +237,44 @@ def main() -> None:
         print(f"\n{task.name}: threshold {unit} >= {task.threshold} over the last {task.window} episodes, "
               f"{task.total_timesteps:,} env steps, {task.num_envs} envs x {task.num_steps} steps, "
               f"minibatch {task.minibatch_size}, {task.update_epochs} epochs, lr {task.learning_rate}, gamma {task.gamma}")
+        print(f"env alone, random actions: {env_alone_speed(task):,.0f} env steps/s (the ceiling for any learner)")
         print(f"{'learner':8} {'seed':>4} {'steps to thr':>13} {'s to thr':>11} {'final':>8} {'success':>8} "
-              f"{'total s':>8} {'steps/s':>8}")
+              f"{'total s':>8} {'CPU s':>8} {'steps/s':>8}")
         outcomes: dict[str, list[Outcome]] = {name: [] for name in args.learners}
         for index, seed in enumerate(args.seeds):
             order = args.learners if index % 2 == 0 else list(reversed(args.learners))
             for name in order:
                 log = EpisodeLog()
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 LEARNERS[name](task, seed, log)
-                outcome = score(task, log, time.perf_counter() - start)
+                outcome = score(task, log, time.perf_counter() - start, time.process_time() - cpu_start)
                 outcomes[name].append(outcome)
                 print(f"{name:8} {seed:>4} {fmt(outcome.steps_to_threshold):>13} "
                       f"{fmt(outcome.seconds_to_threshold, 1):>11} {fmt(outcome.final, 1):>8} "
                       f"{fmt(outcome.final_success, 2):>8} "
-                      f"{outcome.seconds:>8.1f} {outcome.steps / outcome.seconds:>8.0f}", flush=True)
+                      f"{outcome.seconds:>8.1f} {outcome.cpu_seconds:>8.1f} {outcome.steps / outcome.seconds:>8.0f}",
+                      flush=True)
         summary.append((task, outcomes))
 
     print(f"\nMedians over seeds {' '.join(map(str, args.seeds))}; total {time.perf_counter() - begin:.0f} s\n")
     print("| task | learner | env steps to threshold | wall-clock to threshold (s) | final | final success "
-          "| wall-clock, whole run (s) |")
-    print("|---|---|---|---|---|---|---|")
+          "| wall-clock, whole run (s) | CPU time, whole run (s) |")
+    print("|---|---|---|---|---|---|---|---|")
     for task, outcomes in summary:
         medians = {
             name: [statistics.median(getattr(o, attr) for o in runs)
-                   for attr in ("steps_to_threshold", "seconds_to_threshold", "final", "final_success", "seconds")]
+                   for attr in ("steps_to_threshold", "seconds_to_threshold", "final", "final_success", "seconds",
+                                "cpu_seconds")]
             for name, runs in outcomes.items()
         }
         for name, label in (("ours", "vlarl_algos"), ("sb3", "Stable-Baselines3")):
             if name in medians:
-                steps, seconds, final, success, total = medians[name]
+                steps, seconds, final, success, total, cpu = medians[name]
                 print(f"| {task.name} | {label} | {fmt(steps)} | {fmt(seconds, 1)} | {fmt(final, 1)} "
-                      f"| {fmt(success, 2)} | {total:.1f} |")
+                      f"| {fmt(success, 2)} | {total:.1f} | {cpu:.1f} |")
         if len(medians) == 2:
-            ratios = [ratio(medians["sb3"][i], medians["ours"][i]) for i in (0, 1, 4)]
-            print(f"| {task.name} | SB3 / ours | {ratios[0]} | {ratios[1]} | | | {ratios[2]} |")
+            ratios = [ratio(medians["sb3"][i], medians["ours"][i]) for i in (0, 1, 4, 5)]
+            print(f"| {task.name} | SB3 / ours | {ratios[0]} | {ratios[1]} | | | {ratios[2]} | {ratios[3]} |")
 
 
 if __name__ == "__main__":
