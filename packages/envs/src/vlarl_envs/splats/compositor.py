@@ -39,9 +39,11 @@ LOG_MAX_ALPHA = math.log(MAX_ALPHA)
 EXP_FLOOR = -30.0
 """exp arguments are clamped here first: such results are discarded anyway, and exp of very
 negative floats takes a slow denormal path on x86 (up to 40x slower)."""
-PAIRS_PER_BLOCK = 65536
+PAIRS_PER_BLOCK = 262144
 """Candidate pairs per depth block: small enough for the cache, large enough to amortise
 the per-operation overhead of PyTorch."""
+OPEN_TILE = 8
+"""Side (px) of the tiles whose opacity decides whether a Gaussian is skipped whole."""
 
 
 def composite(
@@ -72,13 +74,9 @@ def _composite_blocks(projected: ProjectedGaussians, values: torch.Tensor, width
     output = values.new_zeros(values.shape[0], pixel_count)
     log_transmittance = torch.zeros(pixel_count)  # per pixel, after the blocks done so far
     for pixel, source, power in _pair_blocks(projected, width, height, log_transmittance):
-        pixel, order = torch.sort(pixel, stable=True)  # stable: the block's pairs stay nearest first
-        source = source.index_select(0, order)
-        power = power.index_select(0, order)
         pixels_hit, pairs_per_pixel = torch.unique_consecutive(pixel, return_counts=True)
-        pixels_hit = pixels_hit.to(torch.int64)
 
-        alpha = torch.exp(power.clamp_max(LOG_MAX_ALPHA))
+        alpha = torch.where(power >= LOG_ALPHA_THRESHOLD, torch.exp(power.clamp(EXP_FLOOR, LOG_MAX_ALPHA)), 0.0)
         log_keep = torch.log1p(-alpha)
         # Segmented inclusive scan; float64 keeps the running sum over the block exact enough
         # that removing the part before a pixel's first pair leaves that pixel's own sum.
@@ -99,17 +97,37 @@ def _composite_blocks(projected: ProjectedGaussians, values: torch.Tensor, width
     return output
 
 
+def _open_regions(log_transmittance: torch.Tensor, batch: int, width: int, height: int) -> torch.Tensor:
+    """Summed-area table (B, TY + 1, TX + 1) of the OPEN_TILE-pixel tiles that still have a
+    pixel with transmittance above the threshold."""
+    image = log_transmittance.reshape(batch, 1, height, width)
+    open_tiles = (torch.nn.functional.max_pool2d(image, OPEN_TILE, ceil_mode=True) > LOG_TRANSMITTANCE_THRESHOLD)[:, 0]
+    return torch.nn.functional.pad(open_tiles.to(torch.int32).cumsum(1).cumsum(2), (1, 0, 1, 0))
+
+
+def _expand(counts: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``counts`` (K,) items of ``total`` children: each child's item (total,) and its
+    position among its item's children (total,)."""
+    item = torch.repeat_interleave(torch.arange(len(counts)), counts, output_size=total)
+    position = torch.arange(total) - (torch.cumsum(counts, 0) - counts).index_select(0, item)
+    return item, position
+
+
 def _pair_blocks(projected: ProjectedGaussians, width: int, height: int, log_transmittance: torch.Tensor):
     """Yield, block by block of nearest-first Gaussians, the (pixel, Gaussian) pairs with
-    alpha >= 1/255 on pixels still transparent according to ``log_transmittance`` (read when
-    each block is made, so it sees the blocks composited before it).
+    alpha >= 1/255, sorted by pixel and, within a pixel, nearest first.
+
+    A Gaussian's pixels are found row by row: on each pixel row of its box the condition
+    alpha >= 1/255 is a quadratic inequality in x, solved exactly, so every listed pixel
+    counts. A Gaussian whose box lies only on tiles already opaque (per
+    ``log_transmittance`` when its block is made) is skipped whole.
 
     Yields:
-        pixel: int32 (P,) flat pixel id (b * H + row) * W + col.
+        pixel: int64 (P,) flat pixel id (b * H + row) * W + col.
         source: int64 (P,) flat Gaussian index b * N + n.
         power: float32 (P,) log(o) - d^T conic d / 2, i.e. log alpha before the 0.999 cap.
     """
-    count = projected.depths.shape[1]
+    batch, count = projected.depths.shape
     visible = projected.visible.reshape(-1).nonzero().squeeze(1)
     depth_keys = projected.depths.reshape(-1).index_select(0, visible).contiguous().view(torch.int32)
     nearest = visible.index_select(0, torch.sort(depth_keys).indices)  # positive floats sort like their bits
@@ -120,43 +138,57 @@ def _pair_blocks(projected: ProjectedGaussians, width: int, height: int, log_tra
     mean_x, mean_y = gather(projected.means2d[..., 0]), gather(projected.means2d[..., 1])
     conic_a, conic_b, conic_c = (gather(projected.conics[..., i]) for i in range(3))
     log_opacity = torch.log(gather(projected.opacities))
-    extent_x, extent_y = gather(projected.extents[..., 0]), gather(projected.extents[..., 1])
-    col_low = torch.ceil(mean_x - extent_x - 0.5).clamp_min(0)
-    col_high = torch.floor(mean_x + extent_x - 0.5).clamp_max(width - 1)
+    budget = log_opacity - LOG_ALPHA_THRESHOLD  # alpha >= 1/255  <=>  d^T conic d / 2 <= budget
+    extent_y = gather(projected.extents[..., 1])
     row_low = torch.ceil(mean_y - extent_y - 0.5).clamp_min(0)
     row_high = torch.floor(mean_y + extent_y - 0.5).clamp_max(height - 1)
-    span = (col_high - col_low + 1).clamp_min(0)
-    pair_counts = (span * (row_high - row_low + 1).clamp_min(0)).to(torch.int64)
+    rows = (row_high - row_low + 1).clamp_min(0).to(torch.int64)
     image_row = torch.div(nearest, count, rounding_mode="floor") * height
+    extent_x = gather(projected.extents[..., 0])
+    tile_box = torch.stack(
+        [
+            torch.div(nearest, count, rounding_mode="floor"),
+            row_low.long() // OPEN_TILE,
+            row_high.long() // OPEN_TILE + 1,
+            torch.ceil(mean_x - extent_x - 0.5).clamp_min(0).long() // OPEN_TILE,
+            torch.floor(mean_x + extent_x - 0.5).clamp(0, width - 1).long() // OPEN_TILE + 1,
+        ],
+        dim=1,
+    )
+    box_area = rows * torch.ceil(2 * extent_x + 1).long()
 
-    # Consecutive Gaussians whose candidate pairs fall in the same PAIRS_PER_BLOCK window form a block.
-    _, block_sizes = torch.unique_consecutive(torch.cumsum(pair_counts, 0) // PAIRS_PER_BLOCK, return_counts=True)
+    _, block_sizes = torch.unique_consecutive(torch.cumsum(box_area, 0) // PAIRS_PER_BLOCK, return_counts=True)
     bounds = [0, *torch.cumsum(block_sizes, 0).tolist()]
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        counts = pair_counts[start:stop]
-        total = int(counts.sum())
-        if total == 0:
+        regions = _open_regions(log_transmittance, batch, width, height)
+        b, r0, r1, c0, c1 = tile_box[start:stop].unbind(1)
+        is_open = (regions[b, r1, c1] - regions[b, r0, c1] - regions[b, r1, c0] + regions[b, r0, c0]) > 0
+        gaussians = is_open.nonzero().squeeze(1) + start
+        row_counts = rows.index_select(0, gaussians)
+        row_total = int(row_counts.sum())
+        if row_total == 0:
             continue
-        local = torch.repeat_interleave(torch.arange(stop - start), counts, output_size=total)
-        index = local + start
-        offset = (torch.arange(total) - (torch.cumsum(counts, 0) - counts).index_select(0, local)).float()
-        span_i = span.index_select(0, index)
-        row_offset = torch.floor((offset + 0.5) / span_i)
-        col = col_low.index_select(0, index) + (offset - row_offset * span_i)
-        row = row_low.index_select(0, index) + row_offset
-        pixel = (image_row.index_select(0, index) + row.to(torch.int64)) * width + col.to(torch.int64)
-        dx = col + 0.5 - mean_x.index_select(0, index)
-        dy = row + 0.5 - mean_y.index_select(0, index)
-        power = log_opacity.index_select(0, index) - (
-            0.5 * (conic_a.index_select(0, index) * dx * dx + conic_c.index_select(0, index) * dy * dy)
-            + conic_b.index_select(0, index) * dx * dy
-        )
-        open_pixel = log_transmittance.index_select(0, pixel) > LOG_TRANSMITTANCE_THRESHOLD
-        keep = ((power >= LOG_ALPHA_THRESHOLD) & open_pixel).nonzero().squeeze(1)
-        if len(keep) == 0:
+        # One entry per (Gaussian, pixel row): the columns where alpha >= 1/255 on that row.
+        item, position = _expand(row_counts, row_total)
+        owner = gaussians.index_select(0, item)
+        a, b_, c = (v.index_select(0, owner) for v in (conic_a, conic_b, conic_c))
+        dy = row_low.index_select(0, owner) + position + 0.5 - mean_y.index_select(0, owner)
+        discriminant = (2 * a * budget.index_select(0, owner) - dy * dy * (a * c - b_ * b_)).clamp_min(0)
+        half_width = torch.sqrt(discriminant) / a
+        centre = mean_x.index_select(0, owner) - b_ * dy / a - 0.5  # in column units
+        first_col = torch.ceil(centre - half_width).clamp_min(0)
+        last_col = torch.floor(centre + half_width).clamp_max(width - 1)
+        col_counts = (last_col - first_col + 1).clamp_min(0).to(torch.int64)
+        pair_total = int(col_counts.sum())
+        if pair_total == 0:
             continue
-        yield (
-            pixel.index_select(0, keep).to(torch.int32),
-            nearest.index_select(0, index.index_select(0, keep)),
-            power.index_select(0, keep),
-        )
+        # One entry per pixel: power = (row part) - dx * (b dy + a dx / 2), all per-row terms gathered once.
+        segment, offset = _expand(col_counts, pair_total)
+        dx = (first_col + 0.5 - mean_x.index_select(0, owner)).index_select(0, segment) + offset
+        row_part = (log_opacity.index_select(0, owner) - 0.5 * c * dy * dy).index_select(0, segment)
+        power = row_part - dx * ((b_ * dy).index_select(0, segment) + (0.5 * a).index_select(0, segment) * dx)
+        row_start = (image_row.index_select(0, owner) + row_low.index_select(0, owner).long() + position) * width
+        pixel = ((row_start + first_col.long()).index_select(0, segment) + offset).to(torch.int32)
+        pixel, order = torch.sort(pixel, stable=True)  # stable: generated nearest first
+        source = nearest.index_select(0, owner).index_select(0, segment.index_select(0, order))
+        yield pixel.long(), source, power.index_select(0, order)

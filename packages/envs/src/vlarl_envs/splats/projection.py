@@ -75,9 +75,10 @@ def project(
         near, far: camera-z clipping range of the centres.
         eps2d: low-pass filter added to the 2D covariance diagonal (px^2).
     """
-    rotation = world_to_camera[:, None, :3, :3]  # (B, 1, 3, 3)
-    camera_points = (means[..., None, :] * rotation).sum(-1) + world_to_camera[:, None, :3, 3]
-    x, y, z = camera_points.unbind(-1)
+    # Component-wise on (B, N) tensors: many small 3x3 products are far slower as batched matmuls.
+    view = [[world_to_camera[:, i, j, None] for j in range(3)] for i in range(3)]  # (B, 1) each
+    mean = means.unbind(-1)
+    x, y, z = (sum(view[i][k] * mean[k] for k in range(3)) + world_to_camera[:, i, 3, None] for i in range(3))
     fx, fy = intrinsics[:, 0, 0, None], intrinsics[:, 1, 1, None]
     cx, cy = intrinsics[:, 0, 2, None], intrinsics[:, 1, 2, None]
     in_depth = (z > near) & (z < far)
@@ -90,14 +91,17 @@ def project(
 
     # The rows of J R_view R_q diag(s), where J is the perspective Jacobian (2 x 3):
     # row_x = fx / z * (R_view[0] - slope_x * R_view[2]) R_q diag(s), and likewise for y.
-    local_axes = quat_to_matrix(quats)  # (B, N, 3, 3)
-    view_x = rotation[..., 0, :] - slope_x[..., None] * rotation[..., 2, :]  # (B, N, 3)
-    view_y = rotation[..., 1, :] - slope_y[..., None] * rotation[..., 2, :]
-    row_x = (fx * inverse_z)[..., None] * (view_x[..., :, None] * local_axes).sum(-2) * scales
-    row_y = (fy * inverse_z)[..., None] * (view_y[..., :, None] * local_axes).sum(-2) * scales
-    cov_a = (row_x * row_x).sum(-1) + eps2d
-    cov_b = (row_x * row_y).sum(-1)
-    cov_c = (row_y * row_y).sum(-1) + eps2d
+    local = quat_to_matrix(quats)  # (B, N, 3, 3)
+    axes = [[local[..., k, j] for j in range(3)] for k in range(3)]
+    view_x = [view[0][k] - slope_x * view[2][k] for k in range(3)]
+    view_y = [view[1][k] - slope_y * view[2][k] for k in range(3)]
+    scale = scales.unbind(-1)
+    row_x = [sum(view_x[k] * axes[k][j] for k in range(3)) * scale[j] for j in range(3)]
+    row_y = [sum(view_y[k] * axes[k][j] for k in range(3)) * scale[j] for j in range(3)]
+    gain_x, gain_y = fx * inverse_z, fy * inverse_z
+    cov_a = gain_x * gain_x * sum(r * r for r in row_x) + eps2d
+    cov_b = gain_x * gain_y * sum(r * q for r, q in zip(row_x, row_y))
+    cov_c = gain_y * gain_y * sum(q * q for q in row_y) + eps2d
     determinant = cov_a * cov_c - cov_b * cov_b
     safe_determinant = torch.where(determinant > 0, determinant, torch.ones_like(determinant))
     conics = torch.stack([cov_c, -cov_b, cov_a], dim=-1) / safe_determinant[..., None]
