@@ -41,7 +41,10 @@ def make_vec(
     if vectorization_mode not in VECTORIZATION_MODES:
         raise ValueError(f"vectorization_mode must be one of {VECTORIZATION_MODES}, got {vectorization_mode!r}")
     gym.spec(env_id)  # an unknown id fails here, in this process, with gymnasium's hint
-    factories = [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)]
+    # Subprocess workers start without this process's registry: the "module:" prefix makes
+    # gym.make import vlarl_envs (and so register the ids) in each of them.
+    importable_id = env_id if ":" in env_id else f"vlarl_envs:{env_id}"
+    factories = [lambda: gym.make(importable_id, **env_kwargs) for _ in range(num_envs)]
     if vectorization_mode == "sync":
         return SyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
     return AsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP, context=context)
