@@ -116,7 +116,9 @@ def metaworld_vector_rows(steps: int) -> None:
 def maniskill_pair(obs_mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
     """(raw step, wrapped step) of two PickCube simulators built alike: raw is ``gym.make`` of
     ManiSkill's own id with the observation mode, controller, robot, reward and cameras the
-    vlarl env uses; wrapped is ``gym.make`` of the vlarl id. Neither truncates."""
+    vlarl env uses; wrapped is ``gym.make`` of the vlarl id. Both start from the same initial
+    state (the raw env is reset with the seed of the wrapped env's episode), so they simulate
+    the same contacts; neither truncates, and zero actions never succeed."""
     from vlarl_envs.maniskill.tasks import MANISKILL_TASKS, load_maniskill
 
     load_maniskill()  # registers ManiSkill's own ids
@@ -131,8 +133,10 @@ def maniskill_pair(obs_mode: str) -> tuple[Callable[[], None], Callable[[], None
         sensor_configs=dict(width=IMAGE_SIZE, height=IMAGE_SIZE, shader_pack="minimal"),
     )
     wrapped_env = gym.make(task.env_id, obs_mode=obs_mode, image_size=IMAGE_SIZE, horizon=10**9)
+    wrapped_env.reset(options={"episode_id": 0})
+    raw_env.reset(seed=wrapped_env.unwrapped.setup.episodes.start("train", 0).seed)
     action = np.zeros(7, np.float32)
-    return looping_stepper(raw_env, action), looping_stepper(wrapped_env, action)
+    return lambda: raw_env.step(action), lambda: wrapped_env.step(action)
 
 
 def maniskill_rows(steps: int, rounds: int) -> None:

@@ -54,13 +54,13 @@ class ObservationAdapter:
     def single(self, raw: Any, instruction: str) -> dict[str, Any]:
         """One env's observation as numpy arrays (ManiSkill's batch of one, unbatched)."""
         if self.obs_mode == "rgb":
-            flat = raw["state"][0].numpy()
+            flat = raw["state"][0].cpu().numpy()
             sensors = raw["sensor_data"]
-            observation = {"main_images": sensors[self.task.main_camera]["rgb"][0].numpy().copy()}
+            observation = {"main_images": sensors[self.task.main_camera]["rgb"][0].cpu().numpy().copy()}
             if self.task.wrist_camera is not None:
-                observation["wrist_images"] = sensors[self.task.wrist_camera]["rgb"][0].numpy().copy()
+                observation["wrist_images"] = sensors[self.task.wrist_camera]["rgb"][0].cpu().numpy().copy()
         else:
-            flat = raw[0].numpy()
+            flat = raw[0].cpu().numpy()
             observation = {}
         observation["states"] = self._states(flat)
         observation["task_description"] = instruction
