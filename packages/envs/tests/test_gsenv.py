@@ -87,6 +87,21 @@ def test_same_episode_id_gives_identical_initial_observations(env):
     assert not np.array_equal(first["privileged_state"], held_out["privileged_state"])
 
 
+def test_small_images_render_fewer_wider_body_gaussians(env):
+    from vlarl_envs.gsenv.bodies import auto_decimation
+
+    assert [auto_decimation(h) for h in (480, 224, 200, 128, 96, 48)] == [1, 1, 1, 2, 4, 8]
+    from vlarl_envs.gsenv.assets import BuildSettings, default_asset_dir
+    from vlarl_envs.gsenv.capture import load_capture
+
+    capture = load_capture(default_asset_dir(BuildSettings()))
+    bodies = {body.name: len(body.gaussians) for body in env.unwrapped.splat_renderer.scene.bodies}
+    decimation = auto_decimation(SMALL[0])
+    assert decimation > 1
+    assert bodies["cube"] == len(capture.objects["cube"]) // decimation
+    assert bodies["panda_link0"] == len(capture.links["panda_link0"]) // decimation
+
+
 def test_bad_input_raises_the_contract_value_error(env):
     env.reset(options={"episode_id": 0})
     with pytest.raises(ValueError, match=rf"{GSENV_ID}.*shape \(7,\)"):

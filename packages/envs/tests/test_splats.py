@@ -86,6 +86,33 @@ def test_transformed_gaussians_move_rigidly():
     torch.testing.assert_close(covariances(moved.quats, moved.scales), expected, atol=1e-6, rtol=1e-5)
 
 
+def test_decimated_gaussians_still_cover_a_surface():
+    """A plane of flat discs keeps its coverage when 3 in 4 are dropped and the rest widened."""
+    side = torch.linspace(-0.5, 0.5, 60)
+    grid = torch.stack(torch.meshgrid(side, side, indexing="ij"), dim=-1).reshape(-1, 2)
+    count = len(grid)
+    plane = Gaussians(
+        means=torch.cat([grid, torch.zeros(count, 1)], dim=1),
+        quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(count, 1),
+        scales=torch.tensor([[0.01, 0.01, 0.001]]).repeat(count, 1),
+        opacities=torch.full((count,), 0.9),
+        sh=torch.zeros(count, 1, 3),
+    )
+    coarse = plane.decimated(4, torch.Generator().manual_seed(0))
+    assert len(coarse) == count // 4
+    torch.testing.assert_close(coarse.scales[0], torch.tensor([0.02, 0.02, 0.001]))
+    cam = PinholeCamera.look_at((0.0, 0.0, 2.0), (0.0, 0.0, 0.0), 40, 40, 0.4, up=(0.0, 1.0, 0.0))
+
+    def coverage(gaussians):
+        _, alphas = compositor.composite(project_one(gaussians, cam), torch.zeros(1, len(gaussians), 1), 40, 40)
+        return float(alphas[0, 10:30, 10:30].mean())
+
+    assert coverage(plane) > 0.95 and coverage(coarse) > 0.9
+    assert plane.decimated(1, torch.Generator()) is plane
+    with pytest.raises(ValueError, match="expected a factor >= 1, got 0"):
+        plane.decimated(0, torch.Generator())
+
+
 def test_gaussians_reject_mismatched_shapes():
     good = random_gaussians(4, seed=0)
     with pytest.raises(ValueError, match=r"Gaussians.scales: expected shape \(4, 3\), got \(3, 3\)"):

@@ -74,6 +74,7 @@ class GSEnv(gym.Env):
         splat_backend: str = "auto",
         capture: str | os.PathLike | None = None,
         asset_settings: dict | None = None,
+        splat_decimation: int | None = None,
     ) -> None:
         """
         Args:
@@ -89,6 +90,8 @@ class GSEnv(gym.Env):
             capture: a capture directory in the published GSEnv layout; None builds (once)
                 and uses assets made from the simulator's meshes.
             asset_settings: ``vlarl_envs.gsenv.assets.BuildSettings`` fields for those assets.
+            splat_decimation: render 1 in this many body Gaussians (widened); None picks
+                ``vlarl_envs.gsenv.bodies.auto_decimation`` of the image height.
         """
         from vlarl_envs.gsenv.simulator import build_task
 
@@ -102,6 +105,8 @@ class GSEnv(gym.Env):
             raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         if horizon <= 0:
             raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
+        if splat_decimation is not None and splat_decimation < 1:
+            raise ValueError(f"{env_id}: splat_decimation must be None or >= 1, got {splat_decimation}")
         self.env_id = env_id
         self.obs_mode = obs_mode
         self.image_shape = image_shape(image_size)
@@ -114,7 +119,7 @@ class GSEnv(gym.Env):
         self.task = build_task("rgb" if renderer == "maniskill" and self._renders() else "state", camera_size)
         self.splat_renderer = None
         if renderer == "gaussian" and self._renders():
-            self.splat_renderer = self._make_splat_renderer(splat_backend, capture, asset_settings)
+            self.splat_renderer = self._make_splat_renderer(splat_backend, capture, asset_settings, splat_decimation)
 
         limits = self.task.agent.robot.get_qlimits()[0].cpu().numpy()
         low = np.append(limits[:ARM_JOINTS, 0] - JOINT_LIMIT_SLACK, 0.0)
@@ -135,9 +140,9 @@ class GSEnv(gym.Env):
     def _renders(self) -> bool:
         return self.obs_mode == "rgb" or self.render_mode == "rgb_array"
 
-    def _make_splat_renderer(self, backend: str, capture, asset_settings: dict | None):
+    def _make_splat_renderer(self, backend: str, capture, asset_settings: dict | None, decimation: int | None):
         from vlarl_envs.gsenv.assets import BuildSettings, ensure_assets
-        from vlarl_envs.gsenv.bodies import BodyTracker, splat_scene
+        from vlarl_envs.gsenv.bodies import BodyTracker, auto_decimation, splat_scene
         from vlarl_envs.gsenv.capture import load_capture
         from vlarl_envs.gsenv.task import CAMERA_NAME
         from vlarl_envs.splats.backends import make_rasterizer
@@ -149,8 +154,8 @@ class GSEnv(gym.Env):
                 capture = ensure_assets(self.task, BuildSettings(**(asset_settings or {})))
         elif asset_settings:
             raise ValueError(f"{self.env_id}: asset_settings apply to built assets, not to capture={capture!r}")
-        scene = splat_scene(self.task, load_capture(capture))
         height, width = self.image_shape[:2]
+        scene = splat_scene(self.task, load_capture(capture), decimation or auto_decimation(height))
         params = self.task._sensors[CAMERA_NAME].get_params()
         camera = PinholeCamera.from_extrinsic(width, height, params["intrinsic_cv"][0], params["extrinsic_cv"][0])
         self._bodies = BodyTracker(self.task, scene)

@@ -39,6 +39,7 @@ def make_gsenv_vec(
     splat_backend: str = "auto",
     capture: str | os.PathLike | None = None,
     asset_settings: dict | None = None,
+    splat_decimation: int | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
     """``num_envs`` GSEnvs whose images are rendered in one batch (the id's vector entry point).
@@ -47,7 +48,8 @@ def make_gsenv_vec(
         num_envs: number of sub-environments.
         env_id: the registered id.
         physics: where the sub-envs step, "async" (a subprocess each) or "sync" (this process).
-        obs_mode, image_size, splat_backend, capture, asset_settings: as for one GSEnv.
+        obs_mode, image_size, splat_backend, capture, asset_settings, splat_decimation: as for
+            one GSEnv.
         **env_kwargs: the other single-env arguments (horizon, terminate_on_success, split,
             reward_mode, action_chunk).
     """
@@ -55,7 +57,7 @@ def make_gsenv_vec(
     states = make_vec(env_id, num_envs, vectorization_mode=physics, obs_mode="state", **env_kwargs)
     if obs_mode == "state":
         return states
-    return BatchedSplatRendering(states, image_size, splat_backend, capture, asset_settings)
+    return BatchedSplatRendering(states, image_size, splat_backend, capture, asset_settings, splat_decimation)
 
 
 class BatchedSplatRendering(VectorWrapper):
@@ -67,6 +69,7 @@ class BatchedSplatRendering(VectorWrapper):
         splat_backend: "auto", "torch" or "gsplat".
         capture: a capture directory, or None for the built assets.
         asset_settings: ``BuildSettings`` fields for the built assets.
+        splat_decimation: 1 in this many body Gaussians, or None for ``auto_decimation``.
     """
 
     def __init__(
@@ -76,10 +79,11 @@ class BatchedSplatRendering(VectorWrapper):
         splat_backend: str = "auto",
         capture: str | os.PathLike | None = None,
         asset_settings: dict | None = None,
+        splat_decimation: int | None = None,
     ) -> None:
         super().__init__(env)
         from vlarl_envs.gsenv.assets import BuildSettings, ensure_assets
-        from vlarl_envs.gsenv.bodies import splat_scene
+        from vlarl_envs.gsenv.bodies import auto_decimation, splat_scene
         from vlarl_envs.gsenv.capture import load_capture
         from vlarl_envs.gsenv.simulator import build_task
         from vlarl_envs.gsenv.task import CAMERA_NAME
@@ -91,7 +95,7 @@ class BatchedSplatRendering(VectorWrapper):
         self._task = build_task("state", shape[:2])
         with torch.no_grad():
             root = capture if capture is not None else ensure_assets(self._task, BuildSettings(**(asset_settings or {})))
-        scene = splat_scene(self._task, load_capture(root))
+        scene = splat_scene(self._task, load_capture(root), splat_decimation or auto_decimation(shape[0]))
         params = self._task._sensors[CAMERA_NAME].get_params()
         camera = PinholeCamera.from_extrinsic(shape[1], shape[0], params["intrinsic_cv"][0], params["extrinsic_cv"][0])
         self.renderer = SceneRenderer(scene, camera, make_rasterizer(splat_backend))
