@@ -100,7 +100,7 @@ def test_make_vec_picks_subprocesses_without_cuda():
 def test_gpu_batched_put_on_plate_keeps_tensors_on_the_device():
     import torch
 
-    vec = gym.make_vec(PUT_ON_PLATE, num_envs=4, image_size=64, horizon=2, action_chunk=2)
+    vec = gym.make_vec(PUT_ON_PLATE, num_envs=4, image_size=64, horizon=4, action_chunk=2)
     assert isinstance(vec, ManiSkillBatchedEnv)
     obs, _ = vec.reset(options={"episode_id": [0, 1, 2, 3]})
     assert obs["main_images"].device.type == "cuda" and tuple(obs["main_images"].shape) == (4, 64, 64, 3)

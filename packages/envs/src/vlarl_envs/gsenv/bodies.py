@@ -77,11 +77,11 @@ def reference_link_poses(task, qpos) -> dict[str, np.ndarray]:
     }
 
 
-def splat_scene(task, capture: Capture, decimation: int = 1, seed: int = 0) -> SplatScene:
+def splat_scene(task, capture: Capture, decimation: int = 1) -> SplatScene:
     """Bind a capture to the task: one rigid body per visual link, the cube and the plate.
 
-    ``decimation`` > 1 keeps 1 in ``decimation`` of each body's Gaussians (drawn with
-    ``seed``), widened to cover the same surface; the static table keeps all of its own.
+    ``decimation`` > 1 keeps 1 in ``decimation`` of each body's Gaussians, widened to cover
+    the same surface (``Gaussians.decimated``); the static table keeps all of its own.
     """
     links = visual_links(task)
     parts = {link_key(name): name for name in capture.links}
@@ -94,16 +94,15 @@ def splat_scene(task, capture: Capture, decimation: int = 1, seed: int = 0) -> S
     reference = reference_link_poses(task, capture.settings.reference_qpos)
     offset = torch.eye(4)
     offset[:3, 3] = torch.tensor(capture.settings.robot_offset)
-    generator = torch.Generator().manual_seed(seed)
     bodies = []
     for link in links:
         base_to_link = torch.linalg.inv(torch.tensor(reference[link.name], dtype=torch.float32))
-        gaussians = capture.links[parts[link_key(link.name)]].decimated(decimation, generator)
+        gaussians = capture.links[parts[link_key(link.name)]].decimated(decimation)
         bodies.append(RigidBody(link.name, gaussians, base_to_link @ offset))
     for name in MOVING_OBJECTS:
         recentre = torch.eye(4)
         recentre[:3, 3] = -capture.object_origin(name)
-        bodies.append(RigidBody(name, capture.objects[name].decimated(decimation, generator), recentre))
+        bodies.append(RigidBody(name, capture.objects[name].decimated(decimation), recentre))
     return SplatScene(bodies=tuple(bodies), background=capture.table, backdrop=capture.backdrop)
 
 

@@ -20,7 +20,7 @@ from mani_skill.utils.structs.actor import Actor
 from mani_skill.utils.structs.pose import Pose
 
 from vlarl_envs.maniskill.put_on_plate.appearance import ALL_TABLES, CAMERA_EYE, CAMERA_TARGET
-from vlarl_envs.maniskill.put_on_plate.episodes import PLATE_RADIUS, PutOnPlateEpisode, make_episode, SPLIT_SIZES
+from vlarl_envs.maniskill.put_on_plate.episodes import PLATE_RADIUS, SPLIT_SIZES, PutOnPlateEpisode, make_episode
 from vlarl_envs.maniskill.put_on_plate.objects import ALL_OBJECTS, ObjectSpec, build_object
 
 TABLE_HEIGHT = 0.9
@@ -32,8 +32,9 @@ RIM_HEIGHT = 0.012
 RIM_SEGMENTS = 24
 ROBOT_BASE = (-0.615, 0.0, 0.0)
 MAIN_CAMERA_FOV = 0.95
-PARKED_Z_OFFSET = -TABLE_HEIGHT
+FLOOR_Z = -TABLE_HEIGHT
 """Unused objects wait on the floor under the table, where no camera sees them."""
+OBJECT_INDEX = {spec.name: index for index, spec in enumerate(ALL_OBJECTS)}
 MAX_DENSE_REWARD = 6.0
 RESTING_SPEED = 0.05
 
@@ -64,7 +65,6 @@ class PutOnPlateTask(BaseEnv):
     agent: PandaWristCam
 
     def __init__(self, *args, robot_uids="panda_wristcam", **kwargs):
-        self._episodes: list[PutOnPlateEpisode | None] = []
         super().__init__(*args, robot_uids=robot_uids, **kwargs)
 
     @property
@@ -97,7 +97,6 @@ class PutOnPlateTask(BaseEnv):
             self._grasp_yaw = torch.zeros(self.num_envs)
             self._grasp_height = torch.zeros(self.num_envs)
             self._half_height = torch.zeros(self.num_envs)
-        self._episodes = [None] * self.num_envs
 
     def _build_table(self) -> None:
         builder = self.scene.create_actor_builder()
@@ -154,17 +153,18 @@ class PutOnPlateTask(BaseEnv):
     def _build_object(self, spec: ObjectSpec, friction) -> Actor:
         builder = self.scene.create_actor_builder()
         build_object(builder, spec, friction, lambda rgb: sapien.render.RenderMaterial(base_color=[*rgb, 1.0]))
-        builder.initial_pose = sapien.Pose(p=list(self._parking_spot(ALL_OBJECTS.index(spec))))
+        builder.initial_pose = sapien.Pose(p=list(self._parking_spot(OBJECT_INDEX[spec.name])))
         return builder.build(spec.name.replace(" ", "_"))
 
     @staticmethod
     def _parking_spot(index: int) -> tuple[float, float, float]:
         spec = ALL_OBJECTS[index]
         column, row = index % 6, index // 6
-        return (TABLE_CENTRE_X - 0.5 + 0.2 * column, -0.6 + 0.2 * row, PARKED_Z_OFFSET + spec.height / 2)
+        return (TABLE_CENTRE_X - 0.5 + 0.2 * column, -0.6 + 0.2 * row, FLOOR_Z + spec.height / 2)
 
     def _load_lighting(self, options: dict):
-        """One ambient and one directional light per sub-scene, kept so every episode can set them."""
+        """Per sub-scene: the ambient light and a key light, which each episode sets, and a
+        dim fill light from above."""
         self._key_lights = []
         for sub_scene in self.scene.sub_scenes:
             entity = sapien.Entity()
@@ -189,8 +189,6 @@ class PutOnPlateTask(BaseEnv):
             episodes = [make_episode("train", int(episode_id)) for episode_id in ids]
         if len(episodes) != len(env_idx_list):
             raise ValueError(f"PutOnPlate: {len(env_idx_list)} sub-scenes to reset but {len(episodes)} episodes given")
-        for env, episode in zip(env_idx_list, episodes):
-            self._episodes[env] = episode
         with torch.device(self.device):
             self._place_robot(episodes)
             self._place_table_looks(episodes)
@@ -221,15 +219,15 @@ class PutOnPlateTask(BaseEnv):
         }
         for row, episode in enumerate(episodes):
             for placement in episode.placements:
-                index = _object_index(placement.name)
+                index = OBJECT_INDEX[placement.name]
                 poses[index][row] = _table_pose(ALL_OBJECTS[index], placement.x, placement.y, placement.yaw)
         for index, actor in enumerate(self.objects):
             actor.set_pose(Pose.create(torch.tensor(poses[index], dtype=torch.float32)))
             actor.set_linear_velocity(torch.zeros((count, 3)))
             actor.set_angular_velocity(torch.zeros((count, 3)))
         for env, episode in zip(env_idx_list, episodes):
-            spec = ALL_OBJECTS[_object_index(episode.target)]
-            self._target_index[env] = _object_index(episode.target)
+            self._target_index[env] = OBJECT_INDEX[episode.target]
+            spec = ALL_OBJECTS[OBJECT_INDEX[episode.target]]
             self._grasp_offset[env] = torch.tensor(spec.grasp_point) - torch.tensor([0.0, 0.0, spec.height / 2])
             self._grasp_yaw[env] = spec.grasp_yaw
             self._grasp_height[env] = spec.grasp_point[2]
@@ -313,10 +311,6 @@ class PutOnPlateTask(BaseEnv):
 
     def compute_normalized_dense_reward(self, obs, action: torch.Tensor, info: dict):
         return self.compute_dense_reward(obs, action, info) / MAX_DENSE_REWARD
-
-
-def _object_index(name: str) -> int:
-    return next(index for index, spec in enumerate(ALL_OBJECTS) if spec.name == name)
 
 
 def _table_pose(spec: ObjectSpec, x: float, y: float, yaw: float) -> list[float]:
