@@ -1,26 +1,25 @@
 """Env steps/s of the trainer's rollout with 1 and 2 pipeline stages, side by side in one run.
 
-The env cost of one policy call (n envs x C sub-steps) is balanced against the policy cost
-(one ``act`` for n envs) by choosing the action chunk C from costs measured first, in this
-process. Both configurations then alternate in rounds on the same embedded Ray; the median
-round is reported.
+MetaWorld reach-v3 with 64 px images and a tiny pi0, env worker on CPU 0 and rollout worker
+on CPU 1. With S stages the env worker steps one shard of n/S envs while the rollout worker
+computes the next shard's actions, so the speed-up approaches 2 when an env step of a shard
+costs what an act for it costs: the pi0 flow steps per act (``--denoise-steps``) set the
+policy's cost, and both per-shard costs are measured first, through Ray in the benchmark's own
+workers, and printed. Both configurations then alternate in rounds on the same embedded Ray;
+the median round is reported.
 
-    uv run python benchmarks/pipeline.py [--num-envs 4] [--rounds 3] [--chunk-steps 8]
+    uv run python benchmarks/pipeline.py [--num-envs 16] [--denoise-steps 24] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import statistics
 import tempfile
 import time
 
-import gymnasium as gym
-import numpy as np
-import torch
-
-import vlarl_envs  # noqa: F401
-import vlarl_policies
 from vlarl_trainer.cluster import start_ray
 from vlarl_trainer.config import load_config
 from vlarl_trainer.rollout import run_episodes
@@ -30,36 +29,27 @@ ENV_ID = "vlarl/MetaWorld-reach-v3"
 IMAGE_SIZE = 64
 
 
-def measured_costs(num_envs: int) -> tuple[float, float]:
-    """(seconds per env sub-step for n envs, seconds per act for n envs), in this process."""
-    torch.set_num_threads(1)
-    envs = [gym.make(ENV_ID, image_size=IMAGE_SIZE, horizon=10**6) for _ in range(num_envs)]
-    observations = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
-    action = np.zeros(4, np.float32)
-    for env in envs:
-        env.step(action)
-    start = time.perf_counter()
-    for _ in range(10):
-        for env in envs:
-            env.step(action)
-    env_time = (time.perf_counter() - start) / 10
-    policy = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, action_chunk=1)
-    batch = {
-        "main_images": np.stack([o["main_images"] for o in observations]),
-        "states": np.stack([o["states"] for o in observations]),
-        "task_description": [o["task_description"] for o in observations],
-    }
-    policy.act(batch)
-    start = time.perf_counter()
-    for _ in range(5):
-        policy.act(batch)
-    policy_time = (time.perf_counter() - start) / 5
-    for env in envs:
-        env.close()
-    return env_time, policy_time
+def shard_costs(runner: Trainer, repeats: int = 8) -> tuple[float, float]:
+    """(ms per env step of one shard, ms per act for one shard), each timed alone through Ray
+    in the workers that run the benchmark, so both include the same per-call overhead."""
+    import ray  # after vlarl_trainer, which configures Ray's environment before its import
+    env, policy = runner.shards.env.workers[0], runner.shards.rollout_worker(0)
+    options = training_options(runner.config, 0, 0)[: runner.shards.envs_per_stage]
+    ray.get(policy.begin.remote(0))
+    observations = ray.get(env.reset.remote(0, options))
+    env_times, act_times = [], []
+    for _ in range(repeats + 2):
+        start = time.perf_counter()
+        actions = ray.get(policy.act.remote((0, 0), observations, False))
+        act_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        observations = ray.get(env.step.remote(0, actions))
+        env_times.append(time.perf_counter() - start)
+    return statistics.median(env_times[2:]) * 1e3, statistics.median(act_times[2:]) * 1e3
 
 
-def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, policy: str | None) -> Trainer:
+def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, policy: str | None,
+            denoise_steps: int) -> Trainer:
     overrides = [
         "recipe=metaworld_10_ppo_openpi_tiny", f"env.id={ENV_ID}", f"env.num_envs={num_envs}",
         f"env.action_chunk={chunk}", f"env.max_steps={chunk * chunk_steps}",
@@ -67,6 +57,7 @@ def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, 
         f"actor.global_batch_size={num_envs}", f"actor.micro_batch_size={num_envs}",
         f"rollout.pipeline_stage_num={stages}", "cluster.component_placement={env: 0, rollout: 1, actor: 0}",
         f"runner.output_dir={out}", f"runner.name=stages_{stages}", "runner.progress=false",
+        f"+policy.kwargs.num_steps={denoise_steps}",
     ]
     if policy is not None:
         overrides.append(f"policy.pretrained={policy}")
@@ -75,18 +66,25 @@ def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--num-envs", type=int, default=4, help="envs per configuration (2 shards of n/2 with 2 stages)")
-    parser.add_argument("--chunk-steps", type=int, default=8, help="policy calls per measured episode")
+    parser.add_argument("--num-envs", type=int, default=16, help="envs per configuration (2 shards of n/2 with 2 stages)")
+    parser.add_argument("--denoise-steps", type=int, default=24,
+                        help="pi0 flow steps per act: the knob that balances the policy's cost against the env's")
+    parser.add_argument("--action-chunk", type=int, default=1, help="env sub-steps per policy call")
+    parser.add_argument("--chunk-steps", type=int, default=16, help="policy calls per measured episode")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    env_time, policy_time = measured_costs(args.num_envs // 2)
-    chunk = max(1, round(policy_time / env_time))
-    print(f"per shard of {args.num_envs // 2} envs: env sub-step {env_time * 1e3:.1f} ms, policy act "
-          f"{policy_time * 1e3:.1f} ms -> action chunk {chunk} (env {chunk * env_time * 1e3:.1f} ms per call)")
+    # One render thread per env process (Mesa's llvmpipe starts one per core otherwise): the
+    # env worker keeps to its own core while the rollout worker computes on the other.
+    os.environ.setdefault("LP_NUM_THREADS", "1")
     start_ray(None, num_cpus=2)
     with tempfile.TemporaryDirectory() as out:
-        one = trainer(1, args.num_envs, chunk, args.chunk_steps, out, None)
-        two = trainer(2, args.num_envs, chunk, args.chunk_steps, out, str(one.run_dir / "initial_policy"))
+        build = functools.partial(trainer, num_envs=args.num_envs, chunk=args.action_chunk, chunk_steps=args.chunk_steps,
+                                  out=out, denoise_steps=args.denoise_steps)
+        one = build(1, policy=None)
+        two = build(2, policy=str(one.run_dir / "initial_policy"))
+        env_ms, act_ms = shard_costs(two)
+        print(f"per call for a shard of {args.num_envs // 2} envs, through Ray: env step {env_ms:.1f} ms, "
+              f"act ({args.denoise_steps} flow steps) {act_ms:.1f} ms")
         rates: dict[int, list[float]] = {1: [], 2: []}
         for round_index in range(args.rounds + 1):
             for stages, runner in ((1, one), (2, two)):
@@ -95,7 +93,7 @@ def main() -> None:
                 run_episodes(runner.shards, options, args.chunk_steps, deterministic=False, seed=round_index)
                 elapsed = time.perf_counter() - start
                 if round_index > 0:  # the first round warms up both
-                    rates[stages].append(args.num_envs * args.chunk_steps * chunk / elapsed)
+                    rates[stages].append(args.num_envs * args.chunk_steps * args.action_chunk / elapsed)
         one.close()
         two.close()
     first, second = statistics.median(rates[1]), statistics.median(rates[2])
