@@ -9,7 +9,7 @@ export RAY_ENABLE_UV_RUN_RUNTIME_ENV ?= 0
 UV ?= uv
 PYTEST_ARGS ?=
 
-.PHONY: setup uv system-deps sync test test-fast demo bench lock
+.PHONY: setup uv system-deps sync test test-fast demo demo-experts bench lock
 
 setup: uv system-deps sync
 
@@ -33,8 +33,19 @@ test:
 test-fast:
 	$(UV) run --locked pytest -m "not gpu and not slow and not sim" $(PYTEST_ARGS)
 
+# The main job at demo size: demonstrations, SFT, then RL with success before and after (about 13 min on 2 idle cores).
 demo:
+	$(UV) run --locked vlarl-main-job --preset demo --out demo_output
+
+# The scripted experts on four tasks, one captioned mp4 per episode.
+demo-experts:
 	$(UV) run --locked python -m vlarl_envs.demo --out demo_output
 
+# Every benchmark in turn (about 40 minutes on 2 cores); run them on an otherwise idle machine.
 bench:
 	$(UV) run --locked python benchmarks/env_overhead.py
+	$(UV) run --locked python benchmarks/ppo_vs_sb3.py
+	$(UV) run --locked python benchmarks/policy_speed.py --threads 1
+	$(UV) run --locked python benchmarks/pipeline.py
+	$(UV) run --locked python benchmarks/gs_render.py
+	$(UV) run --locked python packages/envs/scripts/maniskill_expert_success.py --episodes 50

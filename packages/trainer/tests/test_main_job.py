@@ -1,0 +1,197 @@
+"""vlarl-main-job: presets, the trainer config it builds, its results and table, a whole tiny run;
+and scripts/plot_learning_curve.py on synthetic metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vlarl_trainer.main_job import (
+    job_results,
+    main,
+    run_main_job,
+    sft_config,
+    summary_text,
+    trainer_config,
+    write_results,
+)
+from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
+
+ROOT = Path(__file__).resolve().parents[3]
+CHECKPOINT = Path("/runs/job/sft/checkpoints/step_5")
+
+
+def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
+    """An evaluation report shaped like vlarl_trainer.evaluation.evaluate's."""
+    mean = sum(table.values()) / len(table)
+    return {"table": table, "metrics": {"eval/success_once": mean, "time/eval": seconds}}
+
+
+def test_presets_grow_from_demo_to_full():
+    demo, full = PRESETS["demo"], PRESETS["full"]
+    assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
+    assert demo.sft.steps < full.sft.steps
+    assert demo.rl.steps < full.rl.steps
+    assert demo.rl.eval_episodes_per_task < full.rl.eval_episodes_per_task
+    assert set(VARIANT_RECIPES) == {"flow-sde", "flow-noise", "grpo"}
+
+
+def test_trainer_config_puts_preset_then_user_then_the_job_wiring(tmp_path):
+    config = trainer_config(PRESETS["demo"], "flow-sde", 3, tmp_path, CHECKPOINT,
+                            ["actor.lr=5e-5", "runner.name=mine", "eval.at_start=false", "eval.video=false"])
+    assert config.recipe == "metaworld_10_ppo_openpi_tiny"
+    assert config.runner.max_steps == PRESETS["demo"].rl.steps
+    assert config.eval.episodes_per_task == PRESETS["demo"].rl.eval_episodes_per_task
+    assert config.runner.seed == 3
+    assert config.actor.lr == 5e-5 and config.eval.video is False
+    # RL must start from the SFT checkpoint and evaluate before it trains, whatever the user says.
+    assert config.policy.pretrained == str(CHECKPOINT)
+    assert config.eval.at_start is True
+    assert (config.runner.output_dir, config.runner.name) == (str(tmp_path), "rl")
+    assert trainer_config(PRESETS["demo"], "grpo", 0, tmp_path, CHECKPOINT, []).algorithm.name == "grpo"
+    with pytest.raises(ValueError, match="unknown variant"):
+        trainer_config(PRESETS["demo"], "sac", 0, tmp_path, CHECKPOINT, [])
+
+
+def test_sft_trains_the_policy_the_recipe_will_load(tmp_path):
+    config = trainer_config(PRESETS["demo"], "flow-noise", 1, tmp_path, CHECKPOINT, [])
+    sft = sft_config(PRESETS["demo"], config, tmp_path / "demos", tmp_path)
+    assert sft.policy_overrides["noise_method"] == "flow_noise" and sft.policy_overrides["joint_logprob"] is True
+    assert sft.policy_overrides["action_chunk"] == config.env.action_chunk
+    assert (sft.steps, sft.batch_size, sft.lr, sft.seed) == (PRESETS["demo"].sft.steps, PRESETS["demo"].sft.batch_size,
+                                                             PRESETS["demo"].sft.lr, 1)
+    assert sft.run_dir == str(tmp_path / "sft") and sft.eval_episodes == 0
+
+
+def test_results_json_and_the_final_table(tmp_path):
+    before = report({("test", "push-v3"): 0.2, ("test", "reach-v3"): 0.0}, seconds=4.0)
+    after = report({("test", "push-v3"): 0.6, ("test", "reach-v3"): 0.2}, seconds=5.0)
+    paths = {"tensorboard": {"sft": "j/sft/tensorboard", "rl": "j/rl/tensorboard"}, "videos": "j/rl/videos",
+             "video_files": ["j/rl/videos/eval_step_0/round_000.mp4"], "results": str(tmp_path / "results.json")}
+    results = job_results(PRESETS["demo"], "flow-sde", 2, before, after, {"first": 1.2, "final": 0.3}, {"sft": 10.0},
+                          paths)
+    write_results(tmp_path / "results.json", results)
+
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["success"] == [{"split": "test", "task": "push-v3", "before": 0.2, "after": 0.6},
+                                {"split": "test", "task": "reach-v3", "before": 0.0, "after": 0.2}]
+    assert saved["mean"] == pytest.approx({"before": 0.1, "after": 0.4})
+    assert saved["sft_loss"] == {"first": 1.2, "final": 0.3} and saved["seconds"] == {"sft": 10.0}
+    assert saved["seed"] == 2 and saved["recipe"] == "metaworld_10_ppo_openpi_tiny"
+    assert saved["preset"]["sft"] == dataclasses.asdict(PRESETS["demo"].sft)
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+    text = summary_text(before, after, paths)
+    assert "| test | push-v3 | 0.20 | 0.60 |" in text
+    assert "| all | mean | 0.10 | 0.40 |" in text
+    assert "tensorboard (rl): j/rl/tensorboard" in text and "videos: j/rl/videos (1 files)" in text
+
+
+def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "results.json").write_text("{}")
+    assert main(["--out", str(tmp_path), "--name", "taken"]) == 2
+    assert "never overwrites" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "actor.lr"])
+
+
+TINY = MainJobPreset(
+    name="tiny",
+    collect=CollectStage(episodes_per_task=1),
+    sft=SFTStage(steps=5, batch_size=8, lr=1e-3, warmup_steps=1),
+    rl=RLStage(steps=1, eval_episodes_per_task=1, trainer_overrides=(
+        "env.id=vlarl/MetaWorld-reach-v3",
+        "env.num_envs=2",
+        "env.max_steps=10",
+        # The collector shares the env's horizon: the reach expert needs up to about 55 steps.
+        "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 60, reward_mode: sparse}",
+        "actor.global_batch_size=4",
+        "actor.micro_batch_size=2",
+        "actor.update_epoch=1",
+        "runner.progress=false",
+    )),
+)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_whole_job_runs_and_never_overwrites(tmp_path):
+    from vlarl_envs.testing import require_simulator
+
+    require_simulator("metaworld")
+    import vlarl_policies
+
+    results, summary = run_main_job(TINY, "flow-sde", seed=1, out=tmp_path, name="job")
+    job = tmp_path / "job"
+    saved = json.loads((job / "results.json").read_text())
+    assert saved == json.loads(json.dumps(results))
+    (row,) = saved["success"]
+    assert (row["split"], row["task"]) == ("test", "reach-v3")
+    assert 0 <= row["before"] <= 1 and 0 <= row["after"] <= 1
+    assert set(saved["seconds"]) == {"collect", "sft", "rl", "eval_before", "eval_after", "total"}
+    assert all(seconds > 0 for seconds in saved["seconds"].values())
+    assert "| test | reach-v3 |" in summary and "| all | mean |" in summary
+
+    paths = saved["paths"]
+    assert vlarl_policies.from_pretrained(paths["sft_checkpoint"]).config.action_chunk == 5
+    assert (Path(paths["rl_run"]) / "checkpoints" / "step_1" / "policy" / "model.safetensors").exists()
+    for stage in ("sft", "rl"):
+        assert list(Path(paths["tensorboard"][stage]).glob("events.*"))
+    assert paths["video_files"] and all(Path(video).stat().st_size > 0 for video in paths["video_files"])
+    rl_metrics = [json.loads(line) for line in Path(paths["metrics"]["rl"]).read_text().splitlines()]
+    assert any("env/success_once" in record for record in rl_metrics)
+
+    written = (job / "results.json").read_bytes()
+    with pytest.raises(FileExistsError, match="never overwrites"):
+        run_main_job(TINY, "flow-sde", seed=1, out=tmp_path, name="job")
+    assert (job / "results.json").read_bytes() == written
+
+
+def load_plot_script():
+    spec = importlib.util.spec_from_file_location("plot_learning_curve", ROOT / "scripts" / "plot_learning_curve.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_metrics(path: Path, successes: list[float]) -> Path:
+    path.parent.mkdir(parents=True)
+    lines = [{"step": 0, "eval/success_once": successes[0]}]
+    lines += [{"step": step, "env/success_once": value, "train/actor/lr": 1e-4}
+              for step, value in enumerate(successes, start=1)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def dark_pixels(path: Path) -> int:
+    with Image.open(path) as image:
+        return int((np.asarray(image.convert("L")) < 40).sum())
+
+
+def test_plot_script_draws_every_seed_and_the_mean(tmp_path):
+    plot_learning_curve = load_plot_script()
+    first = write_metrics(tmp_path / "seed0" / "metrics.jsonl", [0.1, 0.2, 0.4, 0.5])
+    second = write_metrics(tmp_path / "seed1" / "rl" / "metrics.jsonl", [0.0, 0.3, 0.3, 0.6])
+    (tmp_path / "seed0" / "config.yaml").write_text("runner:\n  seed: 0\n")
+    assert plot_learning_curve.read_curve(first, "env/success_once") == {1: 0.1, 2: 0.2, 3: 0.4, 4: 0.5}
+    assert plot_learning_curve.run_label(first) == "seed 0"
+    assert plot_learning_curve.run_label(second) == "seed1"  # a main job's folder, without a config
+
+    alone, both = tmp_path / "plots" / "alone.png", tmp_path / "plots" / "both.png"
+    plot_learning_curve.main([str(first), "--out", str(alone)])
+    plot_learning_curve.main([str(first), str(tmp_path / "seed1"), "--out", str(both)])
+    for path in (alone, both):
+        with Image.open(path) as image:
+            assert image.format == "PNG" and image.size == (840, 540)
+    # The mean is the bold black line: two runs add it, a single run has only the black axes and labels.
+    assert dark_pixels(both) > dark_pixels(alone) + 1500
+    with pytest.raises(ValueError, match="logs no 'env/return'"):
+        plot_learning_curve.main([str(first), "--metric", "env/return", "--out", str(alone)])
