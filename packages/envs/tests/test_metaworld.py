@@ -100,6 +100,23 @@ def test_same_episode_id_gives_identical_initial_observations():
     env.close()
 
 
+def test_images_do_not_depend_on_the_tasks_played_before():
+    """Each task's simulator renders through its own GL context: after switching tasks (or with
+    several envs in one process), a frame shows its own scene, not one drawn with the meshes of
+    the task whose context was made current last."""
+    multi = gym.make("vlarl/MetaWorld-MT10-v3", image_size=32)
+    single = gym.make("vlarl/MetaWorld-drawer-open-v3", image_size=32)
+    options = {"task": "drawer-open-v3", "episode_id": 0}
+    before_switch, _ = multi.reset(options=options)
+    multi.reset(options={"task": "push-v3", "episode_id": 3})
+    after_switch, _ = multi.reset(options=options)
+    alone, _ = single.reset(options={"episode_id": 0})
+    np.testing.assert_array_equal(after_switch["main_images"], before_switch["main_images"])
+    np.testing.assert_array_equal(after_switch["main_images"], alone["main_images"])
+    multi.close()
+    single.close()
+
+
 def test_semantic_split_replays_test_states_with_paraphrases():
     env = gym.make("vlarl/MetaWorld-push-v3", obs_mode="state")
     test, _ = env.reset(options={"episode_id": 3, "split": "test"})

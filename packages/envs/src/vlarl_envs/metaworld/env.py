@@ -215,7 +215,15 @@ class MetaWorldEnv(gym.Env):
         return observation
 
     def _render_main_camera(self) -> np.ndarray:
-        frame = self._simulators[self._task].render()
+        simulator = self._simulators[self._task]
+        viewer = simulator.mujoco_renderer.viewer
+        if viewer is not None:
+            # Every simulator renders through its own GL context, holding its own model's meshes
+            # and textures; gymnasium makes a context current only when it is created. Without
+            # this, a multi-task env (or several envs in one process) draws one task's scene
+            # with another task's meshes once a second simulator exists.
+            viewer.make_context_current()
+        frame = simulator.render()
         # corner2 is mounted rolled by 180 degrees: rotate (not mirror) to keep handedness.
         self._last_image = np.ascontiguousarray(frame[::-1, ::-1])
         return self._last_image
