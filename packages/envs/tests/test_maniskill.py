@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from vlarl_envs.testing import require_simulator
+from vlarl_envs.testing import assert_episode_ids_replay, require_simulator
 
 require_simulator("mani_skill")
 
@@ -89,14 +89,7 @@ def test_main_image_is_upright(rgb_env):
 
 
 def test_same_episode_id_replays_and_splits_differ(state_env):
-    first, _ = state_env.reset(seed=1, options={"episode_id": 7})
-    state_env.reset(seed=2, options={"episode_id": 8})
-    again, _ = state_env.reset(seed=3, options={"episode_id": 7})
-    np.testing.assert_array_equal(first["privileged_state"], again["privileged_state"])
-    other, _ = state_env.reset(options={"episode_id": 8})
-    assert not np.array_equal(first["privileged_state"], other["privileged_state"])
-    test, _ = state_env.reset(options={"episode_id": 7, "split": "test"})
-    assert not np.array_equal(first["privileged_state"], test["privileged_state"])
+    test = assert_episode_ids_replay(state_env)
     semantic, _ = state_env.reset(options={"episode_id": 7, "split": "semantic"})
     np.testing.assert_array_equal(test["privileged_state"], semantic["privileged_state"])
     assert semantic["task_description"] in MANISKILL_INSTRUCTIONS.paraphrases("PickCube")
