@@ -61,6 +61,14 @@ def make_trainer(tmp_path, recipe, *overrides, name="run"):
     return Trainer(config)
 
 
+def run_and_close(trainer) -> dict:
+    """The run's results; the trainer's workers are shut down whatever happens."""
+    try:
+        return trainer.run()
+    finally:
+        trainer.close()
+
+
 def read_metrics(run_dir) -> dict[int, dict]:
     steps: dict[int, dict] = {}
     for line in Path(run_dir, "metrics.jsonl").read_text().splitlines():
@@ -71,10 +79,7 @@ def read_metrics(run_dir) -> dict[int, dict]:
 
 def test_ppo_two_steps_logs_every_metric(tmp_path):
     trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny_flownoise", "runner.max_steps=2")
-    try:
-        results = trainer.run()
-    finally:
-        trainer.close()
+    results = run_and_close(trainer)
     metrics = read_metrics(results["run_dir"])
     for step in (1, 2):
         missing = PPO_METRICS - set(metrics[step])
@@ -90,10 +95,7 @@ def test_ppo_two_steps_logs_every_metric(tmp_path):
 def test_grpo_two_steps(tmp_path):
     trainer = make_trainer(tmp_path, "metaworld_10_grpo_openpi_tiny", "env.num_envs=4", "algorithm.group_size=2",
                            "algorithm.score_range=null", "actor.global_batch_size=8", "runner.max_steps=2")
-    try:
-        results = trainer.run()
-    finally:
-        trainer.close()
+    results = run_and_close(trainer)
     metrics = read_metrics(results["run_dir"])
     for step in (1, 2):
         for name in ("env/success_once", "rollout/advantages_mean", "train/actor/policy_loss", "train/actor/grad_norm"):
@@ -134,22 +136,13 @@ def test_two_pipeline_stages_give_the_same_trajectories(tmp_path):
 def test_resume_continues_exactly(tmp_path):
     straight = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=2", "runner.save_interval=1",
                             name="straight")
-    try:
-        straight.run()
-    finally:
-        straight.close()
+    run_and_close(straight)
     interrupted = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", name="interrupted")
-    try:
-        interrupted.run()
-    finally:
-        interrupted.close()
+    run_and_close(interrupted)
     from vlarl_trainer.runner import resumed_config
 
     resumed = Trainer(resumed_config(str(interrupted.run_dir), ["runner.max_steps=2"]))
-    try:
-        resumed.run()
-    finally:
-        resumed.close()
+    run_and_close(resumed)
     expected, got = read_metrics(straight.run_dir)[2], read_metrics(interrupted.run_dir)[2]
     for name, value in expected.items():
         if not name.startswith("time/"):

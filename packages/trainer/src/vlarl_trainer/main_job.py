@@ -31,23 +31,14 @@ from typing import Any
 from vlarl_trainer.config import TrainConfig, load_config
 from vlarl_trainer.evaluation import format_table
 from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, MainJobPreset
+from vlarl_trainer.run_dirs import make_run_dir, run_exists_error
 from vlarl_trainer.sft_config import SFTConfig
 
 COLLECTOR_ENV_KEYWORDS = ("obs_mode", "reward_mode")
 """Env keywords the collector sets itself; the others (image size, horizon, ...) pass through."""
 
 
-def existing_run_error(job_dir: Path) -> FileExistsError:
-    return FileExistsError(f"run directory {job_dir} exists already; the main job never overwrites a run "
-                           "(choose another --name)")
-
-
-def create_job_dir(job_dir: Path) -> None:
-    """The job's folder; an existing one is never written into, so a finished experiment stays intact."""
-    try:
-        job_dir.mkdir(parents=True)
-    except FileExistsError:
-        raise existing_run_error(job_dir) from None
+EXISTING_JOB_HINT = "the main job never overwrites a run (choose another --name)"
 
 
 def trainer_config(preset: MainJobPreset, variant: str, seed: int, job_dir: Path, sft_checkpoint: Path,
@@ -149,9 +140,9 @@ def run_main_job(preset: MainJobPreset, variant: str = "flow-sde", seed: int = 0
     config = trainer_config(preset, variant, seed, job_dir, sft_checkpoint, list(overrides or []))
     # A bad override or a taken name stops the job here, not after the demonstrations and SFT.
     if job_dir.exists():
-        raise existing_run_error(job_dir)
+        raise run_exists_error(job_dir, EXISTING_JOB_HINT)
     validate(config)
-    create_job_dir(job_dir)
+    make_run_dir(job_dir, EXISTING_JOB_HINT)
     seconds: dict[str, float] = {}
 
     mark = time.perf_counter()

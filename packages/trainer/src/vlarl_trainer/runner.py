@@ -23,6 +23,7 @@ from vlarl_trainer.evaluation import evaluate, evaluation_options
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.placement import device_count
 from vlarl_trainer.rollout import Shards, run_episodes
+from vlarl_trainer.run_dirs import make_run_dir
 from vlarl_trainer.validation import Layout, validate
 from vlarl_trainer.workers.actor_worker import ActorWorker
 from vlarl_trainer.workers.env_worker import EnvWorker
@@ -35,14 +36,9 @@ def new_run_dir(config: TrainConfig) -> Path:
     """A fresh run folder; an existing one is never reused."""
     name = config.runner.name or f"{config.recipe or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(config.runner.output_dir) / name
-    try:
-        run_dir.mkdir(parents=True)
-    except FileExistsError:
-        raise FileExistsError(
-            f"run directory {run_dir} exists already; runs are never overwritten (choose runner.name, "
-            f"or continue it with resume={run_dir})"
-        ) from None
-    return run_dir
+    return make_run_dir(
+        run_dir, f"runs are never overwritten (choose runner.name, or continue it with resume={run_dir})"
+    )
 
 
 def resumed_config(resume: str, overrides: list[str]) -> TrainConfig:

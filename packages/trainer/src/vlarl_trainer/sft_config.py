@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vlarl_trainer.run_dirs import make_run_dir
+
 
 @dataclass
 class SFTConfig:
@@ -63,12 +65,7 @@ class SFTConfig:
 def create_run_dir(config: SFTConfig) -> Path:
     """A new directory for this run: ``config.run_dir`` if given (it must not exist), else a fresh name."""
     if config.run_dir is not None:
-        run_dir = Path(config.run_dir)
-        try:
-            run_dir.mkdir(parents=True)
-        except FileExistsError:
-            raise FileExistsError(f"run directory {run_dir} exists; runs never overwrite each other") from None
-        return run_dir
+        return make_run_dir(Path(config.run_dir), "runs never overwrite each other")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for attempt in range(100):
         run_dir = Path(config.runs_root) / (f"sft-{stamp}" + (f"-{attempt}" if attempt else ""))
