@@ -110,6 +110,31 @@ def test_images_do_not_depend_on_the_tasks_played_before():
     single.close()
 
 
+def test_chunk_renders_only_its_last_observation_and_matches_single_steps(monkeypatch):
+    """A chunk of 3 renders one frame, not 3, and returns what 3 single steps return: the
+    images rendered after the chunk are those of the state its last sub-step left."""
+    chunked = gym.make("vlarl/MetaWorld-push-v3", image_size=32, action_chunk=3, reward_mode="dense")
+    single = gym.make("vlarl/MetaWorld-push-v3", image_size=32, reward_mode="dense")
+    renders = []
+    render = type(chunked.unwrapped)._render_main_camera
+    monkeypatch.setattr(type(chunked.unwrapped), "_render_main_camera", lambda env: renders.append(env) or render(env))
+    actions = np.random.default_rng(0).uniform(-1, 1, (4, 3, 4)).astype(np.float32)
+    chunked.reset(options={"episode_id": 5})
+    single.reset(options={"episode_id": 5})
+    for chunk in actions:
+        renders.clear()
+        observation, reward, *_ = chunked.step(chunk)
+        assert len(renders) == 1
+        steps = [single.step(action) for action in chunk]
+        expected = steps[-1][0]
+        np.testing.assert_array_equal(observation["main_images"], expected["main_images"])
+        np.testing.assert_array_equal(observation["privileged_state"], expected["privileged_state"])
+        assert list(observation) == list(expected)
+        assert reward == pytest.approx(sum(step[1] for step in steps))
+    chunked.close()
+    single.close()
+
+
 def test_semantic_split_replays_test_states_with_paraphrases():
     env = gym.make("vlarl/MetaWorld-push-v3", obs_mode="state")
     test, _ = env.reset(options={"episode_id": 3, "split": "test"})

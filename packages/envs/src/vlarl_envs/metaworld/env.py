@@ -127,6 +127,8 @@ class MetaWorldEnv(gym.Env):
         self._instruction = ""
         self._elapsed = 0
         self._last_image: np.ndarray | None = None
+        self.defer_images = False
+        """While true, steps leave ``main_images`` out (see ``vlarl_envs.wrappers.DefersImages``)."""
 
     @property
     def task(self) -> str | None:
@@ -207,12 +209,18 @@ class MetaWorldEnv(gym.Env):
         privileged = np.asarray(sim_obs, dtype=np.float32)
         observation: dict[str, Any] = {}
         self._last_image = None
-        if self.obs_mode == "rgb":
+        if self.obs_mode == "rgb" and not self.defer_images:
             observation["main_images"] = self._render_main_camera()
         observation["states"] = privileged[:4].copy()
         observation["task_description"] = self._instruction
         observation["privileged_state"] = privileged
         return observation
+
+    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """``observation`` with the main camera image of the current state, if it lacks one."""
+        if self.obs_mode != "rgb" or "main_images" in observation:
+            return observation
+        return {"main_images": self._render_main_camera(), **observation}
 
     def _render_main_camera(self) -> np.ndarray:
         simulator = self._simulators[self._task]

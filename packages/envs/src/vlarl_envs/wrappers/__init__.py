@@ -1,9 +1,9 @@
 """Wrappers, applied in the contract's order: reward mode -> action chunk -> episode statistics -> video."""
 
-from vlarl_envs.wrappers.action_chunk import ActionChunk
+from vlarl_envs.wrappers.action_chunk import ActionChunk, DefersImages
 from vlarl_envs.wrappers.episode_statistics import EpisodeStatistics
 from vlarl_envs.wrappers.record_video import RecordVideo
 from vlarl_envs.wrappers.reward_mode import REWARD_MODES, RewardMode
 from vlarl_envs.wrappers.state_only import StateOnlyObservation
 
-__all__ = ["REWARD_MODES", "ActionChunk", "EpisodeStatistics", "RecordVideo", "RewardMode", "StateOnlyObservation"]
+__all__ = ["REWARD_MODES", "ActionChunk", "DefersImages", "EpisodeStatistics", "RecordVideo", "RewardMode", "StateOnlyObservation"]

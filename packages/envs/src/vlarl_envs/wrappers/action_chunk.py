@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any, Protocol, runtime_checkable
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+
+@runtime_checkable
+class DefersImages(Protocol):
+    """A simulator env that can leave the images out of a step's observation and add them later.
+
+    A chunk drops the observations of all its sub-steps but the last, and on a CPU rendering
+    those images costs several times the physics (MetaWorld: ~15 ms a frame against ~1.5 ms a
+    step). While ``defer_images`` is true, ``step`` returns observations without images;
+    ``complete_observation`` then renders them from the current state, which is the state the
+    step left, so the completed observation equals the one the step would have returned.
+    """
+
+    defer_images: bool
+
+    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class ActionChunk(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -15,6 +33,9 @@ class ActionChunk(gym.Wrapper, gym.utils.RecordConstructorArgs):
     credit assignment, ``info["chunk_rewards"]`` (C,) holds each sub-step's reward and
     ``info["chunk_dones"]`` (C,) whether the episode ended at that sub-step (both zero for
     sub-steps that did not run); ``info["chunk_steps"]`` counts the sub-steps that ran.
+
+    When the simulator env below implements :class:`DefersImages`, only the returned
+    observation's images are rendered. Wrappers between the two must then leave images alone.
     """
 
     def __init__(self, env: gym.Env, chunk: int) -> None:
@@ -43,13 +64,23 @@ class ActionChunk(gym.Wrapper, gym.utils.RecordConstructorArgs):
         chunk_dones = np.zeros(self.chunk, dtype=bool)
         total_reward = 0.0
         terminated = truncated = False
-        for index in range(self.chunk):
-            observation, reward, terminated, truncated, info = self.env.step(actions[index])
-            chunk_rewards[index] = reward
-            total_reward += float(reward)
-            if terminated or truncated:
-                chunk_dones[index] = True
-                break
+        simulator = self.env.unwrapped
+        defers_images = isinstance(simulator, DefersImages)
+        if defers_images:
+            simulator.defer_images = True
+        try:
+            for index in range(self.chunk):
+                observation, reward, terminated, truncated, info = self.env.step(actions[index])
+                chunk_rewards[index] = reward
+                total_reward += float(reward)
+                if terminated or truncated:
+                    chunk_dones[index] = True
+                    break
+        finally:
+            if defers_images:
+                simulator.defer_images = False
+        if defers_images:
+            observation = simulator.complete_observation(observation)
         info = dict(info)
         info["chunk_rewards"] = chunk_rewards
         info["chunk_dones"] = chunk_dones
