@@ -3,12 +3,15 @@
 MetaWorld reach-v3 with 64 px images and a tiny pi0, env worker on CPU 0 and rollout worker
 on CPU 1. With S stages the env worker steps one shard of n/S envs while the rollout worker
 computes the next shard's actions, so the speed-up approaches 2 when an env step of a shard
-costs what an act for it costs: the pi0 flow steps per act (``--denoise-steps``) set the
-policy's cost, and both per-shard costs are measured first, through Ray in the benchmark's own
-workers, and printed. Both configurations then alternate in rounds on the same embedded Ray;
-the median round is reported.
+costs what an act for it costs and both costs grow with the number of envs, as they do for a
+published VLA. The tiny pi0's act is mostly per-call overhead (one act for 16 envs costs
+little more than one for 8), so the benchmark widens its action expert (``--expert-width``)
+until compute dominates, and the flow steps per act (``--denoise-steps``) balance its cost
+against the env's. Both per-shard costs, and the act for all envs at once, are measured first
+through Ray in the benchmark's own workers, and printed. Both configurations then alternate in
+rounds on the same embedded Ray; the median round is reported.
 
-    uv run python benchmarks/pipeline.py [--num-envs 16] [--denoise-steps 24] [--rounds 3]
+    uv run python benchmarks/pipeline.py [--num-envs 16] [--expert-width 768] [--denoise-steps 2] [--chunk-steps 24] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ ENV_ID = "vlarl/MetaWorld-reach-v3"
 IMAGE_SIZE = 64
 
 
-def shard_costs(runner: Trainer, repeats: int = 8) -> tuple[float, float]:
-    """(ms per env step of one shard, ms per act for one shard), each timed alone through Ray
+def call_costs(runner: Trainer, repeats: int = 8) -> tuple[float, float]:
+    """(ms per env step, ms per act) for one shard of ``runner``, each timed alone through Ray
     in the workers that run the benchmark, so both include the same per-call overhead."""
     import ray  # after vlarl_trainer, which configures Ray's environment before its import
     env, policy = runner.shards.env.workers[0], runner.shards.rollout_worker(0)
@@ -49,7 +52,7 @@ def shard_costs(runner: Trainer, repeats: int = 8) -> tuple[float, float]:
 
 
 def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, policy: str | None,
-            denoise_steps: int) -> Trainer:
+            denoise_steps: int, expert_width: int) -> Trainer:
     overrides = [
         "recipe=metaworld_10_ppo_openpi_tiny", f"env.id={ENV_ID}", f"env.num_envs={num_envs}",
         f"env.action_chunk={chunk}", f"env.max_steps={chunk * chunk_steps}",
@@ -57,7 +60,8 @@ def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, 
         f"actor.global_batch_size={num_envs}", f"actor.micro_batch_size={num_envs}",
         f"rollout.pipeline_stage_num={stages}", "cluster.component_placement={env: 0, rollout: 1, actor: 0}",
         f"runner.output_dir={out}", f"runner.name=stages_{stages}", "runner.progress=false",
-        f"+policy.kwargs.num_steps={denoise_steps}",
+        f"+policy.kwargs.num_steps={denoise_steps}", f"+policy.kwargs.expert_width={expert_width}",
+        f"+policy.kwargs.expert_mlp_dim={4 * expert_width}",
     ]
     if policy is not None:
         overrides.append(f"policy.pretrained={policy}")
@@ -67,10 +71,12 @@ def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, default=16, help="envs per configuration (2 shards of n/2 with 2 stages)")
-    parser.add_argument("--denoise-steps", type=int, default=24,
+    parser.add_argument("--expert-width", type=int, default=768,
+                        help="width of the pi0 action expert (MLP 4x): large enough that an act's cost grows with its envs")
+    parser.add_argument("--denoise-steps", type=int, default=2,
                         help="pi0 flow steps per act: the knob that balances the policy's cost against the env's")
     parser.add_argument("--action-chunk", type=int, default=1, help="env sub-steps per policy call")
-    parser.add_argument("--chunk-steps", type=int, default=16, help="policy calls per measured episode")
+    parser.add_argument("--chunk-steps", type=int, default=24, help="policy calls per measured episode")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     # One render thread per env process (Mesa's llvmpipe starts one per core otherwise): the
@@ -79,12 +85,13 @@ def main() -> None:
     start_ray(None, num_cpus=2)
     with tempfile.TemporaryDirectory() as out:
         build = functools.partial(trainer, num_envs=args.num_envs, chunk=args.action_chunk, chunk_steps=args.chunk_steps,
-                                  out=out, denoise_steps=args.denoise_steps)
+                                  out=out, denoise_steps=args.denoise_steps, expert_width=args.expert_width)
         one = build(1, policy=None)
         two = build(2, policy=str(one.run_dir / "initial_policy"))
-        env_ms, act_ms = shard_costs(two)
-        print(f"per call for a shard of {args.num_envs // 2} envs, through Ray: env step {env_ms:.1f} ms, "
-              f"act ({args.denoise_steps} flow steps) {act_ms:.1f} ms")
+        for runner in (two, one):
+            env_ms, act_ms = call_costs(runner)
+            print(f"per call for {runner.shards.envs_per_stage} envs, through Ray: env step {env_ms:.1f} ms, "
+                  f"act ({args.denoise_steps} flow steps) {act_ms:.1f} ms")
         rates: dict[int, list[float]] = {1: [], 2: []}
         for round_index in range(args.rounds + 1):
             for stages, runner in ((1, one), (2, two)):
