@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 
 from vlarl_policies.processors import (
     StateNormalizer,
+    as_tensor,
     build_prompts,
     discretize_state,
     normalize_images,
@@ -134,3 +137,14 @@ def test_missing_optional_camera_is_masked(make_tiny, make_obs):
     out = policy.act(make_obs(2))
     assert out.forward_inputs["images"].shape == (2, 2, 3, 64, 64)
     assert out.forward_inputs["image_masks"].tolist() == [[True, False], [True, False]]
+
+
+def test_read_only_arrays_become_tensors_of_their_own_memory():
+    """Ray hands observations over as read-only views of its object store."""
+    frozen = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    frozen.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = as_tensor(frozen, "main_images")
+    tensor += 1
+    assert frozen[0, 0] == 0 and tensor[0, 0] == 1

@@ -10,7 +10,7 @@ from vlarl_policies.base import ActOutput, EvalOutput, PolicyConfig, VLAPolicy
 from vlarl_policies.registry import available_policies, from_pretrained, make, policy_class
 from vlarl_policies.tokenizer import PromptTokenizer
 
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 __all__ = [
     "ActOutput",

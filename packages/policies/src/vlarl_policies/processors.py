@@ -20,10 +20,15 @@ STATE_BINS = 256
 
 
 def as_tensor(value: Any, key: str) -> Tensor:
-    """A numpy array or tensor as a CPU-or-device tensor; other types raise ValueError."""
+    """A numpy array or tensor as a CPU-or-device tensor; other types raise ValueError.
+
+    Read-only arrays (those Ray hands over from its object store) are copied: torch cannot
+    share their memory without risking writes into the store."""
     if isinstance(value, Tensor):
         return value
     if isinstance(value, np.ndarray):
+        if not value.flags.writeable:
+            return torch.from_numpy(np.array(value, order="C"))
         return torch.from_numpy(np.ascontiguousarray(value))
     raise ValueError(f"obs_batch[{key!r}] must be a numpy array or torch tensor, got {type(value).__name__}")
 

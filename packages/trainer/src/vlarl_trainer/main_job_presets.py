@@ -68,9 +68,18 @@ PRESETS = {
     ),
     "full": MainJobPreset(
         name="full",
-        collect=CollectStage(episodes_per_task=5),
-        sft=SFTStage(steps=1500, batch_size=32, lr=1e-3, warmup_steps=100),
-        rl=RLStage(steps=100, eval_episodes_per_task=10),
+        collect=CollectStage(episodes_per_task=2),
+        sft=SFTStage(steps=1200, batch_size=32, lr=1e-3, warmup_steps=100),
+        rl=RLStage(
+            steps=100,
+            eval_episodes_per_task=10,
+            trainer_overrides=(
+                # Two episodes of every task per step, and twice the recipe's step size:
+                # on this budget each step must carry more signal than the recipe's.
+                "env.num_envs=20", "actor.global_batch_size=200", "actor.lr=2e-5", "actor.value_lr=2e-4",
+                "eval.interval=20",
+            ),
+        ),
     ),
 }
 """On an otherwise idle 2-core machine with one torch thread, ``demo`` takes about 13 minutes: demonstrations

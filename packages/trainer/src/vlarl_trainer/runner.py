@@ -19,7 +19,7 @@ from vlarl_trainer import checkpoint as checkpoints
 from vlarl_trainer.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.cluster import WorkerGroup, free_port, gpu_bundles, gpu_count, start_ray, wait_all
 from vlarl_trainer.config import TrainConfig, config_from_yaml, to_yaml
-from vlarl_trainer.evaluation import evaluate, evaluation_options
+from vlarl_trainer.evaluation import env_tasks, evaluate, evaluation_options
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.placement import device_count
 from vlarl_trainer.rollout import Shards, run_episodes
@@ -212,15 +212,24 @@ class Trainer:
 
 def training_options(config: TrainConfig, step: int, epoch: int) -> list[dict[str, Any]]:
     """Reset options of every env for one rollout epoch: episode ids drawn from (seed, step, epoch);
-    GRPO groups of ``group_size`` consecutive envs share one id (one initial state)."""
+    GRPO groups of ``group_size`` consecutive envs share one id (one initial state).
+
+    A multi-task env's tasks are dealt out in turn (a GRPO group shares one): every step plays
+    each task as often as the env count allows, with less variance than tasks drawn at random,
+    and when the env count (GRPO: group count) is a multiple of the task count each env keeps
+    one task, so it builds one simulator instead of one per task (20 MT10 envs holding all 200
+    MetaWorld simulators take 19 GB). Otherwise the deal rotates from step to step over all tasks."""
     rng = np.random.default_rng([config.runner.seed, step, epoch])
     num_envs = config.env.num_envs
-    if config.algorithm.name == "grpo":
-        group = config.algorithm.group_size
-        ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
-    else:
-        ids = rng.integers(0, 2**31, num_envs)
-    return [{"episode_id": int(i), "split": "train"} for i in ids]
+    group = config.algorithm.group_size if config.algorithm.name == "grpo" else 1
+    ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
+    options: list[dict[str, Any]] = [{"episode_id": int(i), "split": "train"} for i in ids]
+    tasks = env_tasks(config)
+    if tasks != [None]:
+        units, deal = num_envs // group, step * config.rollout.rollout_epoch + epoch
+        for index, entry in enumerate(options):
+            entry["task"] = tasks[(index // group + deal * units) % len(tasks)]
+    return options
 
 
 ACTOR_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "entropy_loss", "entropy", "grad_norm", "lr",

@@ -1,0 +1,61 @@
+"""Which episodes the trainer plays: training deals a multi-task env's tasks out evenly, and
+evaluation keeps each env on one task, so no env builds a simulator per task."""
+
+from collections import Counter
+
+import pytest
+
+from vlarl_envs.testing import require_simulator
+
+require_simulator("metaworld")
+
+from vlarl_trainer.config import load_config  # noqa: E402
+from vlarl_trainer.evaluation import evaluation_options  # noqa: E402
+from vlarl_trainer.runner import training_options  # noqa: E402
+
+pytestmark = pytest.mark.sim
+
+
+def mt10(*overrides):
+    return load_config(["recipe=metaworld_10_ppo_openpi_tiny", *overrides])
+
+
+def test_twenty_envs_play_every_task_twice_and_keep_their_task():
+    config = mt10("env.num_envs=20", "actor.global_batch_size=200")
+    steps = [training_options(config, step, 0) for step in range(4)]
+    for options in steps:
+        assert set(Counter(entry["task"] for entry in options).values()) == {2}
+    for env in range(20):
+        assert len({options[env]["task"] for options in steps}) == 1
+    assert len({entry["episode_id"] for entry in steps[0]}) == 20
+
+
+def test_fewer_envs_than_tasks_rotate_over_all_tasks():
+    config = mt10("env.num_envs=4", "actor.global_batch_size=40")
+    dealt = Counter(entry["task"] for step in range(5) for entry in training_options(config, step, 0))
+    assert len(dealt) == 10 and set(dealt.values()) == {2}
+
+
+def test_a_grpo_group_shares_its_initial_state_and_task():
+    config = load_config(["recipe=metaworld_10_grpo_openpi_tiny", "env.num_envs=20", "algorithm.group_size=2",
+                          "actor.global_batch_size=200"])
+    options = training_options(config, 3, 0)
+    for first, second in zip(options[::2], options[1::2]):
+        assert (first["episode_id"], first["task"]) == (second["episode_id"], second["task"])
+    assert len({entry["task"] for entry in options}) == 10
+
+
+def test_evaluation_keeps_each_env_on_one_task():
+    config = mt10("env.num_envs=20", "actor.global_batch_size=200", "eval.episodes_per_task=4")
+    options = evaluation_options(config)
+    assert Counter((entry["task"], entry["episode_id"]) for entry in options) == Counter(
+        {(task, episode): 1 for task in {entry["task"] for entry in options} for episode in range(4)})
+    rounds = [options[start : start + 20] for start in range(0, len(options), 20)]
+    for env in range(20):
+        assert len({round_[env]["task"] for round_ in rounds}) == 1
+
+
+def test_a_single_task_env_keeps_its_task():
+    config = mt10("env.id=vlarl/MetaWorld-reach-v3")
+    entries = training_options(config, 0, 0) + training_options(config, 1, 0) + evaluation_options(config)
+    assert {entry.get("task", "reach-v3") for entry in entries} == {"reach-v3"}
