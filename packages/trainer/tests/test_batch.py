@@ -49,6 +49,14 @@ def test_grpo_batch_drops_uniform_groups():
     assert torch.all(batch["advantages"][env == 0] > 0) and torch.all(batch["advantages"][env == 1] < 0)
 
 
+def test_grpo_from_a_policy_with_a_value_head_trains_no_critic():
+    """A PPO checkpoint carries a value head; GRPO ignores its values instead of asking for returns."""
+    data = rollout(B=4, done_at=(1, 2, 0, 3), success=(1, 0, 1, 1))
+    batch, metrics = build_batch(data, AlgorithmConfig(name="grpo", group_size=2, score_range=[0.1, 0.9]))
+    assert batch["returns"] is None and batch["old_values"] is None
+    assert "train/critic/explained_variance" not in metrics
+
+
 def test_length_normalized_weights_give_each_trajectory_equal_total():
     batch, _ = build_batch(rollout(), AlgorithmConfig(name="ppo", length_normalized=True))
     env = batch["forward_inputs"]["states"].flatten().long() % 4

@@ -59,7 +59,8 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
         "old_logprobs": flat(rollout["logprobs"]),
         "advantages": flat(advantages),
         "returns": None if returns is None else flat(returns),
-        "old_values": None if values is None else flat(values[:-1]),
+        # GRPO has no critic to train, even when the policy carries a value head (a PPO checkpoint).
+        "old_values": None if returns is None else flat(values[:-1]),
         "weights": flat(weights),
     }
     metrics = {
