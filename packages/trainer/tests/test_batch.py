@@ -57,6 +57,16 @@ def test_grpo_from_a_policy_with_a_value_head_trains_no_critic():
     assert "train/critic/explained_variance" not in metrics
 
 
+def test_reward_scale_multiplies_rewards_before_returns():
+    data = rollout()
+    data["values"] = torch.zeros_like(data["values"])
+    plain, _ = build_batch(data, AlgorithmConfig(name="ppo"))
+    scaled, metrics = build_batch(data, AlgorithmConfig(name="ppo", reward_scale=0.1))
+    assert plain["returns"].abs().max() > 0
+    assert torch.allclose(scaled["returns"], 0.1 * plain["returns"])
+    assert abs(metrics["rollout/rewards"] - 0.1 * float(data["rewards"].sum() / 4)) < 1e-6
+
+
 def test_length_normalized_weights_give_each_trajectory_equal_total():
     batch, _ = build_batch(rollout(), AlgorithmConfig(name="ppo", length_normalized=True))
     env = batch["forward_inputs"]["states"].flatten().long() % 4

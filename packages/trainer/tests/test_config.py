@@ -68,6 +68,7 @@ def test_bad_overrides(overrides, message):
         (["actor.global_batch_size=30"], "multiple of actor.global_batch_size"),
         (["actor.micro_batch_size=40"], "multiple of micro_batch_size"),
         (["algorithm.name=a2c"], "algorithm.name"),
+        (["algorithm.reward_scale=0"], "algorithm.reward_scale must be > 0, got 0"),
         (["algorithm.name=grpo", "algorithm.group_size=3"], "multiple of algorithm.group_size"),
         (["cluster.component_placement={env: 0, rollout: 0}"], "no placement for"),
         (["cluster.component_placement={env: '0-1', rollout: '0-2', actor: 0}"], "multiple of rollout workers"),

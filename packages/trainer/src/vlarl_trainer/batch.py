@@ -31,7 +31,7 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
         [N, C, A], ``advantages`` [N], ``returns`` [N] or None, ``old_values`` [N] or None and
         ``weights`` [N] (the loss mask, length-normalized when asked).
     """
-    rewards, dones, values = rollout["rewards"], rollout["dones"], rollout["values"]
+    rewards, dones, values = rollout["rewards"] * algorithm.reward_scale, rollout["dones"], rollout["values"]
     returns = None
     if algorithm.name == "ppo":
         if values is None:

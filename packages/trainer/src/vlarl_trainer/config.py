@@ -61,6 +61,9 @@ class AlgorithmConfig:
     entropy_coef: float = 0.0
     logprob_level: str = "chunk"
     normalize_advantages: bool = True
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before advantages and returns (the seeds' reward_coef): it keeps a
+    dense simulator reward (MetaWorld pays up to 10 a step) in the value head's range."""
     length_normalized: bool = False
     """Weight every trajectory equally instead of every step (the seeds' loss_mask_sum mode)."""
     group_size: int = 8

@@ -80,6 +80,7 @@ def validate(config: TrainConfig) -> Layout:
     algorithm, actor, rollout, env = config.algorithm, config.actor, config.rollout, config.env
     require(algorithm.name in ALGORITHMS, f"algorithm.name must be one of {ALGORITHMS}, got {algorithm.name!r}")
     require(actor.lr_schedule in LR_SCHEDULES, f"actor.lr_schedule must be one of {LR_SCHEDULES}, got {actor.lr_schedule!r}")
+    require(algorithm.reward_scale > 0, f"algorithm.reward_scale must be > 0, got {algorithm.reward_scale}")
     require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
     placement = parse_component_placement(config.cluster.component_placement)
     check_policy(config)
