@@ -66,7 +66,7 @@ def test_bad_overrides(overrides, message):
         (["env.max_steps=101"], "multiple of env.action_chunk"),
         (["env.num_envs=9", "rollout.pipeline_stage_num=2"], "must divide into env workers"),
         (["actor.global_batch_size=30"], "multiple of actor.global_batch_size"),
-        (["actor.micro_batch_size=40"], "multiple of micro_batch_size"),
+        (["actor.micro_batch_size=60"], "multiple of micro_batch_size"),
         (["algorithm.name=a2c"], "algorithm.name"),
         (["algorithm.reward_scale=0"], "algorithm.reward_scale must be > 0, got 0"),
         (["algorithm.name=grpo", "algorithm.group_size=3"], "multiple of algorithm.group_size"),
