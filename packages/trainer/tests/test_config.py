@@ -1,5 +1,7 @@
 """Recipes load and every config problem is caught before Ray starts, with a clear message."""
 
+import json
+
 import pytest
 
 from vlarl_trainer.config import available_recipes, load_config
@@ -37,6 +39,27 @@ def test_missing_env_family_says_so():
 def test_missing_policy_says_so():
     config = load_config(["recipe=maniskill_ppo_openvla", "policy.preset=tiny"])
     with pytest.raises(ValueError, match="policy.name 'openvla' is not available"):
+        validate(config)
+
+
+def saved_policy(directory, **settings):
+    """A directory holding just the config.json of a saved policy (what validation reads)."""
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(settings))
+    return directory
+
+
+def test_checkpoint_saved_with_the_recipes_settings_passes(tmp_path):
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny"])
+    saved = saved_policy(tmp_path / "sft", **config.policy.kwargs, action_chunk=config.env.action_chunk,
+                         noise_logvar_range=[0.08, 0.16])
+    validate(load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={saved}"]))
+
+
+def test_checkpoint_saved_with_other_settings_is_named(tmp_path):
+    saved = saved_policy(tmp_path / "sft", noise_method="flow_sde", noise_level=0.5, add_value_head=True, action_chunk=4)
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={saved}"])
+    with pytest.raises(ValueError, match=r"action_chunk: asked 5, saved 4, noise_level: asked 1.0, saved 0.5\)"):
         validate(config)
 
 

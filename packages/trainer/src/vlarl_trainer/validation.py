@@ -6,7 +6,9 @@ env or policy this vlarl version does not have says so instead of failing deep i
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 
@@ -62,11 +64,35 @@ def check_policy(config: TrainConfig) -> None:
             "policy.pretrained=<checkpoint dir> (an SFT or published checkpoint)"
         )
 
+    if config.policy.pretrained is not None:
+        check_pretrained_matches(config)
+
     known = vlarl_policies.available_policies()
     if config.policy.pretrained is None and config.policy.name not in known:
         raise ValueError(
             f"policy.name {config.policy.name!r} is not available in this vlarl version "
             f"(vlarl-policies {vlarl_policies.__version__}); available: {known}"
+        )
+
+
+def check_pretrained_matches(config: TrainConfig) -> None:
+    """A saved policy is loaded as saved: every ``policy.kwargs`` entry and the env's action chunk must
+    agree with its config.json, or the run would silently sample with other settings than asked for.
+
+    A directory without config.json (a published layout) is left to the policy's own loader."""
+    saved_path = Path(config.policy.pretrained) / "config.json"
+    if not saved_path.is_file():
+        return
+    saved = json.loads(saved_path.read_text())
+    wanted = {**config.policy.kwargs, "action_chunk": config.env.action_chunk}
+    # A JSON round trip compares tuples and lists (and ints and floats) alike.
+    differ = {key: (value, saved.get(key)) for key, value in json.loads(json.dumps(wanted)).items()
+              if key in saved and saved[key] != value}
+    if differ:
+        listed = ", ".join(f"{key}: asked {asked!r}, saved {had!r}" for key, (asked, had) in sorted(differ.items()))
+        raise ValueError(
+            f"policy.pretrained={config.policy.pretrained} was saved with other settings than this run asks for "
+            f"({listed}); train it with these settings (vlarl-main-job does) or set them to the saved values"
         )
 
 
