@@ -73,6 +73,6 @@ PRESETS = {
         rl=RLStage(steps=200, eval_episodes_per_task=10, trainer_overrides=("eval.interval=50",)),
     ),
 }
-"""Measured on an idle 2-core machine with one torch thread: demonstrations take 45 s, SFT 140 s (about
-9 steps/s), an RL step with 20 envs 10-13 s (rollout 7 s, update 4.5 s), an evaluation of 40 episodes
-16-24 s and of 100 episodes 35-45 s. ``demo`` comes to about 12 minutes and ``full`` to about 70."""
+"""Measured on the 2-core machine with one torch thread: demonstrations take 40-45 s, SFT 130-140 s (about
+10 steps/s), an RL step with 20 envs 12-16 s (rollout 7-9 s, update 4.5-6 s), an evaluation of 40 episodes
+16-24 s and of 100 episodes 35-50 s. ``full`` took 56 minutes for seed 0 (while the test suite ran beside it)."""
