@@ -75,5 +75,5 @@ PRESETS = {
 }
 """Measured on the 2-core machine with one torch thread: demonstrations take 40-45 s, SFT 130-140 s (about
 10 steps/s), an RL step with 20 envs 12-16 s (rollout 7-9 s, update 4.5-6 s), an evaluation of 40 episodes
-16-24 s and of 100 episodes 35-50 s. ``demo`` takes 12 minutes on the idle machine; ``full`` took 56 minutes for seed 0 (while the test suite ran
-beside it)."""
+16-24 s and of 100 episodes 35-50 s. ``demo`` takes 12 minutes on the idle machine; ``full`` took 56 minutes
+for seed 0 (while the test suite ran beside it)."""
