@@ -80,10 +80,12 @@ def check_pretrained_matches(config: TrainConfig) -> None:
     agree with its config.json, or the run would silently sample with other settings than asked for.
 
     A directory without config.json (a published layout) is left to the policy's own loader."""
-    saved_path = Path(config.policy.pretrained) / "config.json"
-    if not saved_path.is_file():
+    from vlarl_policies.base import CONFIG_FILE, read_config
+
+    directory = Path(config.policy.pretrained)
+    if not (directory / CONFIG_FILE).is_file():
         return
-    saved = json.loads(saved_path.read_text())
+    saved = read_config(directory)
     wanted = {**config.policy.kwargs, "action_chunk": config.env.action_chunk}
     # A JSON round trip compares tuples and lists (and ints and floats) alike.
     differ = {key: (value, saved.get(key)) for key, value in json.loads(json.dumps(wanted)).items()
