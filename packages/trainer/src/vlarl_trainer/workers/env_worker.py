@@ -77,7 +77,8 @@ class EnvWorker:
             record.tasks[index] = str(info.get("task", ""))
         self.records[stage] = record
         self.last_obs[stage] = observations
-        self.frames = [] if record_video and stage == 0 else None
+        if stage == 0:  # the video follows stage 0's first env; resetting the other stages leaves it alone
+            self.frames = [] if record_video else None
         self._capture(observations[0], stage)
         return batch_observations(observations)
 
