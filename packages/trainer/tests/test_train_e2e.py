@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,7 +22,7 @@ from vlarl_trainer.cluster import start_ray  # noqa: E402  (before ray: it confi
 import ray  # noqa: E402,I001
 from vlarl_trainer.config import load_config  # noqa: E402
 from vlarl_trainer.rollout import run_episodes  # noqa: E402
-from vlarl_trainer.runner import Trainer, training_options  # noqa: E402
+from vlarl_trainer.runner import Trainer, success_per_task, training_options  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -29,6 +30,8 @@ SMALL = [
     "env.id=vlarl/MetaWorld-reach-v3",
     "env.num_envs=2",
     "env.max_steps=10",
+    "rollout.rollout_epoch=1",
+    "rollout.pipeline_stage_num=1",
     "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10}",
     "actor.global_batch_size=4",
     "actor.micro_batch_size=2",
@@ -86,6 +89,7 @@ def test_ppo_two_steps_logs_every_metric(tmp_path):
         assert not missing, f"step {step} lacks {missing}"
         assert all(math.isfinite(v) for v in metrics[step].values())
     assert {"eval/success_once", "eval/test/success_once/reach-v3"} <= set(metrics[2])
+    assert {name for name in metrics[1] if name.startswith("env/success_once/")} == {"env/success_once/reach-v3"}
     assert (trainer.run_dir / "checkpoints" / "step_2" / "policy" / "model.safetensors").exists()
     assert list((trainer.run_dir / "tensorboard").glob("events.*"))
     with pytest.raises(FileExistsError, match="never overwritten"):
@@ -202,3 +206,16 @@ def test_killed_env_worker_stops_the_run_and_keeps_its_checkpoint(tmp_path):
     import vlarl_policies
 
     vlarl_policies.from_pretrained(run_dir / "checkpoints" / "step_1" / "policy")
+
+
+def test_success_per_task_splits_the_mean_by_task():
+    epochs = [
+        {"tasks": ["reach-v3", "push-v3", "reach-v3"], "success_once": np.array([True, False, False])},
+        {"tasks": ["push-v3", "push-v3", "reach-v3"], "success_once": np.array([True, True, False])},
+    ]
+    assert success_per_task(epochs) == {
+        "env/success_once/push-v3": pytest.approx(2 / 3),
+        "env/success_once/reach-v3": pytest.approx(1 / 3),
+    }
+    assert success_per_task([{"tasks": ["reach-v3"] * 2, "success_once": np.array([True, False])}]) == {
+        "env/success_once/reach-v3": 0.5}

@@ -64,16 +64,21 @@ PRESETS = {
         name="demo",
         collect=CollectStage(episodes_per_task=3),
         sft=SFTStage(steps=1200, batch_size=32, lr=1e-3, warmup_steps=100),
-        rl=RLStage(steps=30, eval_episodes_per_task=4),
+        # The recipe's 180 episodes a step take 90 s; 20 minutes leave room for 30 steps of 20 episodes.
+        rl=RLStage(steps=30, eval_episodes_per_task=4, trainer_overrides=(
+            "env.num_envs=20", "rollout.rollout_epoch=1", "rollout.pipeline_stage_num=1",
+            "actor.global_batch_size=200", "actor.update_epoch=4", "actor.lr=3e-5", "actor.warmup_steps=0",
+        )),
     ),
     "full": MainJobPreset(
         name="full",
         collect=CollectStage(episodes_per_task=3),
         sft=SFTStage(steps=1200, batch_size=32, lr=1e-3, warmup_steps=100),
-        rl=RLStage(steps=200, eval_episodes_per_task=10, trainer_overrides=("eval.interval=50",)),
+        rl=RLStage(steps=60, eval_episodes_per_task=10, trainer_overrides=("eval.interval=10",)),
     ),
 }
 """Measured on the 2-core machine with one torch thread: demonstrations take 40-45 s, SFT 130-140 s (about
-10 steps/s), an RL step with 20 envs 12-16 s (rollout 7-9 s, update 4.5-6 s), an evaluation of 40 episodes
-16-24 s and of 100 episodes 35-50 s. ``demo`` takes 12 minutes on the idle machine; ``full`` took 56 minutes
-for seed 0 (while the test suite ran beside it)."""
+10 steps/s), an RL step of the recipe's 180 episodes 85-95 s (rollout 60-75 s, update 20-25 s) and of demo's
+20 episodes 12-16 s, an evaluation of 40 episodes 16-24 s and of 100 episodes 35-50 s. ``demo`` takes 12
+minutes on the idle machine; ``full`` adds up to about 100 minutes (its first 40 steps ran as a trainer run
+from the same SFT checkpoint in 60 minutes)."""

@@ -185,6 +185,7 @@ class Trainer:
         timings["time/actor_training"] = time.perf_counter() - mark
         for name in EPISODE_STATISTICS:
             metrics[f"env/{name}"] = float(np.mean(np.concatenate([e[name] for e in epochs]).astype(np.float64)))
+        metrics.update(success_per_task(epochs))
         timings["time/step"] = time.perf_counter() - start
         return {**metrics, **timings}
 
@@ -230,6 +231,15 @@ def training_options(config: TrainConfig, step: int, epoch: int) -> list[dict[st
         for index, entry in enumerate(options):
             entry["task"] = tasks[(index // group + deal * units) % len(tasks)]
     return options
+
+
+def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:
+    """``env/success_once/<task>``: a multi-task run's training success of each task, the ``eval/``
+    table's twin; the mean alone hides one task rising while another falls."""
+    tasks = [task for epoch in epochs for task in epoch["tasks"]]
+    success = np.concatenate([epoch["success_once"] for epoch in epochs]).astype(np.float64)
+    return {f"env/success_once/{task}": float(success[[t == task for t in tasks]].mean())
+            for task in sorted(set(tasks)) if task}
 
 
 ACTOR_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "entropy_loss", "entropy", "grad_norm", "lr",
