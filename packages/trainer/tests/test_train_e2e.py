@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -22,7 +21,7 @@ from vlarl_trainer.cluster import start_ray  # noqa: E402  (before ray: it confi
 import ray  # noqa: E402,I001
 from vlarl_trainer.config import load_config  # noqa: E402
 from vlarl_trainer.rollout import run_episodes  # noqa: E402
-from vlarl_trainer.runner import Trainer, success_per_task, training_options  # noqa: E402
+from vlarl_trainer.runner import Trainer, training_options  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -206,16 +205,3 @@ def test_killed_env_worker_stops_the_run_and_keeps_its_checkpoint(tmp_path):
     import vlarl_policies
 
     vlarl_policies.from_pretrained(run_dir / "checkpoints" / "step_1" / "policy")
-
-
-def test_success_per_task_splits_the_mean_by_task():
-    epochs = [
-        {"tasks": ["reach-v3", "push-v3", "reach-v3"], "success_once": np.array([True, False, False])},
-        {"tasks": ["push-v3", "push-v3", "reach-v3"], "success_once": np.array([True, True, False])},
-    ]
-    assert success_per_task(epochs) == {
-        "env/success_once/push-v3": pytest.approx(2 / 3),
-        "env/success_once/reach-v3": pytest.approx(1 / 3),
-    }
-    assert success_per_task([{"tasks": ["reach-v3"] * 2, "success_once": np.array([True, False])}]) == {
-        "env/success_once/reach-v3": 0.5}

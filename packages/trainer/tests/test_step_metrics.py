@@ -1,0 +1,19 @@
+"""Per-step training metrics computed from the rollouts, without Ray or a simulator."""
+
+import numpy as np
+import pytest
+
+from vlarl_trainer.runner import success_per_task
+
+
+def test_success_per_task_splits_the_mean_by_task():
+    epochs = [
+        {"tasks": ["reach-v3", "push-v3", "reach-v3"], "success_once": np.array([True, False, False])},
+        {"tasks": ["push-v3", "push-v3", "reach-v3"], "success_once": np.array([True, True, False])},
+    ]
+    assert success_per_task(epochs) == {
+        "env/success_once/push-v3": pytest.approx(2 / 3),
+        "env/success_once/reach-v3": pytest.approx(1 / 3),
+    }
+    assert success_per_task([{"tasks": ["reach-v3"] * 2, "success_once": np.array([True, False])}]) == {
+        "env/success_once/reach-v3": 0.5}
