@@ -110,6 +110,22 @@ def test_images_do_not_depend_on_the_tasks_played_before():
     single.close()
 
 
+def test_first_frame_shows_the_episode_layout():
+    """The reset frame shows where this episode put the window, not a layout that the first
+    step then corrects: a step that barely moves the arm changes the frame far less than
+    switching between episodes does."""
+    env = gym.make("vlarl/MetaWorld-window-open-v3", image_size=64)
+    frames, stepped = [], []
+    for episode_id in (0, 1, 2):
+        observation, _ = env.reset(options={"episode_id": episode_id, "split": "test"})
+        frames.append(observation["main_images"].astype(np.int64))
+        stepped.append(env.step(np.zeros(4, np.float32))[0]["main_images"].astype(np.int64))
+    env.close()
+    step_change = max(np.abs(frame - after).sum() for frame, after in zip(frames, stepped))
+    episode_change = min(np.abs(frames[i] - frames[j]).sum() for i, j in ((0, 1), (0, 2), (1, 2)))
+    assert 4 * step_change < episode_change, (step_change, episode_change)
+
+
 def test_chunk_renders_only_its_last_observation_and_matches_single_steps(monkeypatch):
     """A chunk of 3 renders one frame, not 3, and returns what 3 single steps return: the
     images rendered after the chunk are those of the state its last sub-step left."""

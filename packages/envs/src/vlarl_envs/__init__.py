@@ -10,7 +10,7 @@ from vlarl_envs.metaworld.registration import register_metaworld
 from vlarl_envs.stack import wrap_contract
 from vlarl_envs.vector import make_vec
 
-__version__ = "0.5.0"
+__version__ = "0.5.1"
 
 register_metaworld()
 register_maniskill()

@@ -13,6 +13,7 @@ def load_metaworld() -> SimpleNamespace:
         env_dict = importlib.import_module("metaworld.env_dict")
         types = importlib.import_module("metaworld.types")
         policies = importlib.import_module("metaworld.policies")
+        mujoco = importlib.import_module("mujoco")
     except ImportError as error:
         raise ImportError(
             "MetaWorld environments need the simulator: pip install 'vlarl-envs[metaworld]' "
@@ -25,4 +26,5 @@ def load_metaworld() -> SimpleNamespace:
         ML45_TEST=tuple(env_dict.ML45_V3["test"]),
         Task=types.Task,
         EXPERTS=policies.ENV_POLICY_MAP,
+        mj_forward=mujoco.mj_forward,
     )
