@@ -78,4 +78,6 @@ def test_console_script_prints_the_table(tmp_path, capsys):
                   "--horizon", "150"])
     printed = capsys.readouterr().out
     assert f"| {TASK} | 1/1 | 1 |" in printed and str(tmp_path / "d") in printed
-    assert load_dataset(tmp_path / "d").num_episodes == 1
+    dataset = load_dataset(tmp_path / "d")
+    assert dataset.num_episodes == 1
+    assert dataset.info["vlarl"]["horizon"] == 150  # SFT evaluation plays episodes as long as these

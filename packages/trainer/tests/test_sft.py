@@ -88,9 +88,12 @@ def test_a_checkpoint_that_does_not_fit_the_dataset_is_refused(dataset_root, tmp
 
 
 def test_evaluation_target_comes_from_the_dataset_unless_given():
-    info = {"vlarl": {"env_id": "vlarl/MetaWorld-MT10-v3", "tasks": ["reach-v3", "push-v3"], "image_size": 64}}
-    assert evaluation_target(info, None, None, None) == ("vlarl/MetaWorld-MT10-v3", ["reach-v3", "push-v3"], 64)
-    assert evaluation_target(info, None, ["push-v3"], 96) == ("vlarl/MetaWorld-MT10-v3", ["push-v3"], 96)
+    info = {"vlarl": {"env_id": "vlarl/MetaWorld-MT10-v3", "tasks": ["reach-v3", "push-v3"], "image_size": 64,
+                      "horizon": 100}}
+    assert evaluation_target(info, None, None, None) == ("vlarl/MetaWorld-MT10-v3", ["reach-v3", "push-v3"], 64, 100)
+    assert evaluation_target(info, None, ["push-v3"], 96, 150) == ("vlarl/MetaWorld-MT10-v3", ["push-v3"], 96, 150)
+    del info["vlarl"]["horizon"]  # datasets written before the collector recorded it: the env's default
+    assert evaluation_target(info, None, None, None)[3] is None
     with pytest.raises(ValueError, match="evaluation needs an env id"):
         evaluation_target({"features": {}}, None, None, None)
 

@@ -6,4 +6,4 @@ import os as _os
 # this workspace's packages; they must run in this interpreter. Ray reads this on import.
 _os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
-__version__ = "0.5.0"
+__version__ = "0.5.1"

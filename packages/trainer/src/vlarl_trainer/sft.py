@@ -117,16 +117,18 @@ def train(policy: VLAPolicy, dataset: DemonstrationDataset, config: SFTConfig, l
 
 
 def evaluation_target(dataset_info: dict[str, Any] | None, env_id: str | None, tasks: list[str] | None,
-                      image_size: int | None) -> tuple[str, list[str], int]:
-    """Env id, tasks and image size to evaluate on: explicit values, else those the dataset was collected with."""
+                      image_size: int | None, horizon: int | None = None) -> tuple[str, list[str], int, int | None]:
+    """Env id, tasks, image size and episode length to evaluate on: explicit values, else those the
+    dataset was collected with (a horizon of None leaves the env's default)."""
     collected = (dataset_info or {}).get("vlarl", {})
     env_id = env_id or collected.get("env_id")
     tasks = tasks or collected.get("tasks")
     image_size = image_size or collected.get("image_size") or 64
+    horizon = horizon or collected.get("horizon")
     if env_id is None or not tasks:
         raise ValueError("evaluation needs an env id and its tasks: pass --env-id (and --tasks), or a dataset "
                          "written by vlarl-collect (its info.json names them under 'vlarl')")
-    return env_id, list(tasks), int(image_size)
+    return env_id, list(tasks), int(image_size), None if horizon is None else int(horizon)
 
 
 def run_sft(config: SFTConfig, env_id: str | None = None, tasks: list[str] | None = None) -> SFTResult:
@@ -135,7 +137,7 @@ def run_sft(config: SFTConfig, env_id: str | None = None, tasks: list[str] | Non
     torch.manual_seed(config.seed)
     dataset = load_dataset(config.dataset)
     if config.eval_episodes:
-        target = evaluation_target(dataset.info, env_id, tasks, dataset.image_shape[0])
+        target = evaluation_target(dataset.info, env_id, tasks, dataset.image_shape[0], config.eval_horizon)
     policy = build_policy(config, dataset)
     run_dir = create_run_dir(config)
     save_config(config, run_dir)
@@ -150,7 +152,7 @@ def run_sft(config: SFTConfig, env_id: str | None = None, tasks: list[str] | Non
         success = None
         if config.eval_episodes:
             success = evaluate_success(policy, target[0], target[1], config.eval_episodes, split=config.eval_split,
-                                       image_size=target[2], num_envs=config.eval_envs, horizon=config.eval_horizon)
+                                       image_size=target[2], num_envs=config.eval_envs, horizon=target[3])
             log.log(config.steps, evaluation_metrics(success, config.eval_split))
             (run_dir / "eval.json").write_text(json.dumps(success, indent=2) + "\n")
     finally:
@@ -195,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-episodes", type=int, default=10, help="per task; 0 skips evaluation")
     parser.add_argument("--eval-split", default="test")
     parser.add_argument("--eval-envs", type=int, default=4)
-    parser.add_argument("--eval-horizon", type=int, help="episode length limit during evaluation")
+    parser.add_argument("--eval-horizon", type=int,
+                        help="episode length limit during evaluation (default: the dataset's collection horizon)")
     parser.add_argument("--env-id", help="env to evaluate on (default: the dataset's)")
     parser.add_argument("--tasks", nargs="+", help="tasks to evaluate (default: the dataset's)")
     parser.add_argument("--image-size", type=int, help="camera size for evaluation (default: the dataset's)")
@@ -203,10 +206,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.eval_only:
         torch.set_num_threads(args.threads)
         info = load_dataset(args.dataset).info if args.dataset else None
-        env_id, tasks, image_size = evaluation_target(info, args.env_id, args.tasks, args.image_size)
+        env_id, tasks, image_size, horizon = evaluation_target(info, args.env_id, args.tasks, args.image_size,
+                                                               args.eval_horizon)
         policy = vlarl_policies.from_pretrained(args.eval_only)
         success = evaluate_success(policy, env_id, tasks, args.eval_episodes, split=args.eval_split,
-                                   image_size=image_size, num_envs=args.eval_envs, horizon=args.eval_horizon)
+                                   image_size=image_size, num_envs=args.eval_envs, horizon=horizon)
         print(success_table(success))
         return
     if not args.dataset:

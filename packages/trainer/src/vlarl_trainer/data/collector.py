@@ -121,6 +121,9 @@ def collect_demonstrations(
             raise ValueError(f"{env_id} declares no metadata['render_fps']; the dataset needs its control rate")
         extra_info = {"env_id": env_id, "image_size": image_size, "split": split, "tasks": list(chosen),
                       "first_episode_id": first_episode_id, "keep_failures": keep_failures}
+        horizon = getattr(env.unwrapped, "horizon", None)
+        if horizon is not None:  # evaluation of a policy trained on the dataset plays episodes this long
+            extra_info["horizon"] = int(horizon)
         summary = CollectionSummary(path=Path(out_dir))
         with LeRobotDatasetWriter(out_dir, fps=fps, robot_type=family.robot_type,
                                   feature_names=family.feature_names, extra_info=extra_info) as writer:
