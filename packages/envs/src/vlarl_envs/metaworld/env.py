@@ -193,8 +193,8 @@ class MetaWorldEnv(gym.Env):
         simulator.np_random = np.random.default_rng(rng.integers(2**63))
         sim_obs, _ = simulator.reset()
         # MetaWorld's resets move goal sites and some bodies (drawers, windows) in the model
-        # without recomputing the scene's poses, so the first frame would show the XML's default
-        # layout until the first step; a forward pass poses the scene that sim_obs describes.
+        # without recomputing the scene's poses, so the first frame would show a stale layout
+        # until the first step; a forward pass poses the scene that sim_obs describes.
         self._metaworld.mj_forward(simulator.model, simulator.data)
         self._task = task
         self._instruction = METAWORLD_INSTRUCTIONS.choose(task, split in PARAPHRASED_SPLITS, rng)
