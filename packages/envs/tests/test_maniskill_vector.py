@@ -57,6 +57,28 @@ def test_batched_same_step_autoreset_with_statistics(batched_cpu):
     assert truncations == [[False], [False], [True]]  # the counters restarted with the new episode
 
 
+def test_batched_shaped_reward_pays_the_rise_of_the_dense_reward():
+    """Sub-step by sub-step, across an autoreset: the potential is the dense reward, 0 at episode end."""
+    actions = np.random.default_rng(0).uniform(-1, 1, (4, 1, 2, 7)).astype(np.float32)
+    chunk_rewards = {}
+    for mode in ("dense", "shaped"):
+        env = ManiSkillBatchedEnv(
+            "PickCube", PICK_CUBE, 1, obs_mode="state", horizon=6, action_chunk=2, reward_mode=mode,
+            sim_backend="physx_cpu", seed=0,
+        )
+        env.reset(options={"episode_id": 0})
+        steps = [env.step(chunk) for chunk in actions]
+        assert [bool(step[3][0]) for step in steps] == [False, False, True, False]
+        assert not any(bool(step[4]["success"][0]) for step in steps)
+        chunk_rewards[mode] = np.concatenate([step[4]["chunk_rewards"][0].cpu().numpy() for step in steps])
+        env.close()
+    assert np.ptp(chunk_rewards["dense"]) > 0
+    potential = chunk_rewards["dense"].copy()
+    potential[5] = 0.0
+    assert chunk_rewards["shaped"] == pytest.approx(np.diff(potential, prepend=0.0), abs=1e-6)
+    assert chunk_rewards["shaped"][:6].sum() == pytest.approx(0.0, abs=1e-6)
+
+
 def test_batched_action_chunks_and_bad_actions():
     env = ManiSkillBatchedEnv(
         "PickCube", PICK_CUBE, 1, obs_mode="state", horizon=3, action_chunk=2, reward_mode="dense", sim_backend="physx_cpu"

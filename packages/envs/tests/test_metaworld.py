@@ -151,6 +151,28 @@ def test_chunk_renders_only_its_last_observation_and_matches_single_steps(monkey
     single.close()
 
 
+def test_shaped_reward_pays_the_rise_of_the_dense_reward_over_ten():
+    """On an expert's episode the shaped rewards are the tenth-scaled dense rewards' rises and sum to the success."""
+    expert = scripted_expert("reach-v3")
+    rewards = {}
+    for mode in ("dense", "shaped"):
+        env = gym.make("vlarl/MetaWorld-reach-v3", image_size=16, horizon=100, reward_mode=mode)
+        obs, _ = env.reset(options={"episode_id": 0})
+        rewards[mode], done = [], False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(expert(obs))
+            rewards[mode].append(reward)
+            done = terminated or truncated
+        env.close()
+    assert terminated and info["success"] and len(rewards["dense"]) >= 10
+    potential = np.array(rewards["dense"]) / 10
+    potential[-1] = 0.0
+    expected = np.diff(potential, prepend=0.0)
+    expected[-1] += 1.0
+    assert rewards["shaped"] == pytest.approx(expected.tolist(), abs=1e-9)
+    assert sum(rewards["shaped"]) == pytest.approx(1.0)
+
+
 def test_semantic_split_replays_test_states_with_paraphrases():
     env = gym.make("vlarl/MetaWorld-push-v3", obs_mode="state")
     test, _ = env.reset(options={"episode_id": 3, "split": "test"})

@@ -1,6 +1,8 @@
 import imageio.v2 as imageio
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from vlarl_envs.wrappers import ActionChunk, EpisodeStatistics, RecordVideo, RewardMode
 
@@ -24,6 +26,7 @@ def run_episode(env, action=ZERO):
         ("sparse", [0, 0, 1, 0, 0, 0]),
         ("only_at_end", [0, 0, 0, 0, 0, 1]),
         ("dense", [1, 2, 3, 4, 5, 6]),
+        ("shaped", [1, 1, 2, 1, 1, -5]),
     ],
 )
 def test_reward_modes(mode, expected, counter_env):
@@ -37,8 +40,44 @@ def test_only_at_end_pays_nothing_for_a_failed_end(counter_env):
 
 
 def test_unknown_reward_mode(counter_env):
-    with pytest.raises(ValueError, match="sparse"):
-        RewardMode(counter_env(), "shaped")
+    with pytest.raises(ValueError, match="sparse.*got 'potential'"):
+        RewardMode(counter_env(), "potential")
+
+
+def test_shaped_needs_a_positive_dense_reward_max(counter_env):
+    with pytest.raises(ValueError, match="dense_reward_max must be > 0, got 0"):
+        RewardMode(counter_env(), "shaped", dense_reward_max=0)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    dense=st.lists(st.floats(0, 10, allow_nan=False), min_size=1, max_size=12),
+    success_flags=st.lists(st.booleans(), min_size=12, max_size=12),
+    dense_reward_max=st.floats(0.5, 20),
+    terminate_on_success=st.booleans(),
+)
+def test_shaped_return_equals_sparse_return(counter_env, dense, success_flags, dense_reward_max, terminate_on_success):
+    """The shaping telescopes to zero over any episode, ended by success or by the horizon."""
+
+    class Scripted(counter_env):
+        def step(self, action):
+            obs, _, _, _, _ = super().step(action)
+            success = success_flags[self.steps - 1]
+            terminated = success and terminate_on_success
+            truncated = self.steps >= len(dense) and not terminated
+            return obs, dense[self.steps - 1], terminated, truncated, {"success": success}
+
+    returns = {}
+    for mode in ("sparse", "shaped"):
+        rewards, _ = run_episode(RewardMode(Scripted(horizon=len(dense)), mode, dense_reward_max))
+        returns[mode] = sum(rewards)
+    assert returns["shaped"] == pytest.approx(returns["sparse"], abs=1e-9)
+
+
+def test_shaped_pays_progress_before_success(counter_env):
+    """Each step before success is paid the rise of the scaled dense reward."""
+    rewards, _ = run_episode(RewardMode(counter_env(success_from=99), "shaped", dense_reward_max=10))
+    assert rewards[:5] == pytest.approx([0.1] * 5) and rewards[5] == pytest.approx(-0.5)
 
 
 def test_action_chunk_runs_substeps_and_stops_at_done(counter_env):

@@ -12,6 +12,7 @@ from vlarl_envs.wrappers import ActionChunk, EpisodeStatistics, RecordVideo, Rew
 def wrap_contract(
     env: gym.Env,
     reward_mode: str = "sparse",
+    dense_reward_max: float = 1.0,
     action_chunk: int | None = None,
     video_dir: str | os.PathLike | None = None,
     video_fps: int = 10,
@@ -20,12 +21,13 @@ def wrap_contract(
 
     Args:
         env: the simulator env, already producing the contract's observations.
-        reward_mode: "sparse", "only_at_end" or "dense".
+        reward_mode: "sparse", "only_at_end", "dense" or "shaped" (see ``RewardMode``).
+        dense_reward_max: the simulator's largest dense reward; "shaped" divides by it.
         action_chunk: None for single actions, or C for ``(C, A)`` chunk actions.
         video_dir: where to write episode mp4s; None records nothing.
         video_fps: frames per second of those videos.
     """
-    env = RewardMode(env, reward_mode)
+    env = RewardMode(env, reward_mode, dense_reward_max)
     if action_chunk is not None:
         env = ActionChunk(env, action_chunk)
     env = EpisodeStatistics(env)

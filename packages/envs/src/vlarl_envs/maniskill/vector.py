@@ -118,6 +118,7 @@ class ManiSkillBatchedEnv(VectorEnv):
         self._return = zeros.clone()
         self._length = zeros.long()
         self._succeeded = zeros.bool()
+        self._potential = zeros.clone()
         self._instructions = ("",) * num_envs
         self._episode_ids = np.zeros(num_envs, dtype=np.int64)
         self._splits = [split] * num_envs
@@ -135,7 +136,7 @@ class ManiSkillBatchedEnv(VectorEnv):
         starts = [self.setup.episodes.start(split, episode_id) for episode_id in ids]
         raw, _ = self.simulator.reset(**reset_arguments(starts))
         self._instructions = tuple(start.instruction for start in starts)
-        for counter in (self._elapsed, self._return, self._length, self._succeeded):
+        for counter in (self._elapsed, self._return, self._length, self._succeeded, self._potential):
             counter.zero_()
         self._episode_ids[:] = ids
         self._observation = self.adapter.batched(raw, self._instructions)
@@ -176,7 +177,7 @@ class ManiSkillBatchedEnv(VectorEnv):
             step_terminated = running & (failed | (success & self.terminate_on_success))
             step_truncated = running & (self._elapsed >= self.setup.horizon) & ~step_terminated
             done_now = step_terminated | step_truncated
-            reward = self._reward(sim_reward, success, done_now) * running
+            reward = self._reward(sim_reward, success, done_now, running) * running
             self._succeeded |= success & running
             chunk_rewards[:, index] = reward
             chunk_dones[:, index] = done_now
@@ -217,11 +218,22 @@ class ManiSkillBatchedEnv(VectorEnv):
         actions = actions.float().clamp(-1.0, 1.0)
         return actions.reshape(self.num_envs, self.chunk, -1)
 
-    def _reward(self, sim_reward, success, done_now):
+    def _reward(self, sim_reward, success, done_now, running):
+        """The reward modes of ``vlarl_envs.wrappers.RewardMode``, batched; ManiSkill's
+        normalized dense reward already lies in [0, 1], so ``shaped`` uses it as the potential. The
+        potential drops to 0 on the step that ends an episode, so the next one starts from 0."""
+        import torch
+
+        sparse = (success & ~self._succeeded).float()
         if self.reward_mode == "sparse":
-            return (success & ~self._succeeded).float()
+            return sparse
         if self.reward_mode == "only_at_end":
             return (success & done_now).float()
+        if self.reward_mode == "shaped":
+            potential = torch.where(running & ~done_now, sim_reward.float(), 0.0)
+            shaped = sparse + potential - self._potential
+            self._potential = potential
+            return shaped
         return sim_reward.float()
 
     def _autoreset(self, finished, observation, final_observation, final_success, info):

@@ -14,6 +14,9 @@ METAWORLD_TASKS = tuple(METAWORLD_INSTRUCTIONS.sentences)
 
 METAWORLD_SUITES = ("MT10", "MT50", "ML45-train", "ML45-test")
 
+METAWORLD_DENSE_REWARD_MAX = 10.0
+"""MetaWorld v3's dense rewards lie in [0, 10]; the ``shaped`` reward mode scales them to [0, 1]."""
+
 
 def suite_tasks(suite: str) -> tuple[str, ...]:
     """Task names of a MetaWorld benchmark suite."""
@@ -56,7 +59,13 @@ def make_metaworld_env(
         raise ValueError(f"{env_id}: give exactly one of task or suite, got task={task!r}, suite={suite!r}")
     tasks = (task,) if task is not None else suite_tasks(suite)
     env = MetaWorldEnv(tasks=tasks, env_id=env_id, **env_kwargs)
-    return wrap_contract(env, reward_mode=reward_mode, action_chunk=action_chunk, video_dir=video_dir)
+    return wrap_contract(
+        env,
+        reward_mode=reward_mode,
+        dense_reward_max=METAWORLD_DENSE_REWARD_MAX,
+        action_chunk=action_chunk,
+        video_dir=video_dir,
+    )
 
 
 def register_metaworld() -> None:

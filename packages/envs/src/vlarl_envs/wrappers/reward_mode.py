@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-REWARD_MODES = ("sparse", "only_at_end", "dense")
+REWARD_MODES = ("sparse", "only_at_end", "dense", "shaped")
 
 
 class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -15,18 +15,30 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
     - ``only_at_end``: 1 on the last step of an episode (terminated or truncated) if it ends
       in success, else 0.
     - ``dense``: the simulator's own shaped reward.
+    - ``shaped``: ``sparse`` plus potential-based shaping ``phi(s') - phi(s)`` (Ng, Harada and
+      Russell, 1999), where ``phi`` is the simulator's dense reward on the step that reached the
+      state, divided by ``dense_reward_max``, and 0 before the first step and on the step that
+      ends the episode. The shaping telescopes, so every episode's undiscounted return equals its
+      sparse return and policies rank as under ``sparse``; yet each step is paid for progress,
+      which a critic that has not learned yet cannot supply. ``dense`` with termination on
+      success instead pays a policy to hover short of success.
     """
 
-    def __init__(self, env: gym.Env, mode: str = "sparse") -> None:
+    def __init__(self, env: gym.Env, mode: str = "sparse", dense_reward_max: float = 1.0) -> None:
         if mode not in REWARD_MODES:
             raise ValueError(f"reward mode must be one of {REWARD_MODES}, got {mode!r}")
-        gym.utils.RecordConstructorArgs.__init__(self, mode=mode)
+        if not dense_reward_max > 0:
+            raise ValueError(f"dense_reward_max must be > 0, got {dense_reward_max!r}")
+        gym.utils.RecordConstructorArgs.__init__(self, mode=mode, dense_reward_max=dense_reward_max)
         gym.Wrapper.__init__(self, env)
         self.mode = mode
+        self.dense_reward_max = float(dense_reward_max)
         self._succeeded = False
+        self._potential = 0.0
 
     def reset(self, **kwargs):
         self._succeeded = False
+        self._potential = 0.0
         return self.env.reset(**kwargs)
 
     def step(self, action):
@@ -36,5 +48,9 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
             reward = float(success and not self._succeeded)
         elif self.mode == "only_at_end":
             reward = float(success and (terminated or truncated))
+        elif self.mode == "shaped":
+            potential = 0.0 if terminated or truncated else float(reward) / self.dense_reward_max
+            reward = float(success and not self._succeeded) + potential - self._potential
+            self._potential = potential
         self._succeeded = self._succeeded or success
         return observation, float(reward), terminated, truncated, info
