@@ -45,7 +45,7 @@ def test_presets_grow_from_demo_to_full():
 def test_trainer_config_puts_preset_then_user_then_the_job_wiring(tmp_path):
     config = trainer_config(PRESETS["demo"], "flow-sde", 3, tmp_path, CHECKPOINT,
                             ["actor.lr=5e-5", "runner.name=mine", "eval.at_start=false", "eval.video=false"])
-    assert config.recipe == "metaworld_10_ppo_openpi_tiny"
+    assert config.recipe == "metaworld_10_ppo_openpi_tiny" and config.env.kwargs["reward_mode"] == "shaped"
     assert config.runner.max_steps == PRESETS["demo"].rl.steps
     assert config.eval.episodes_per_task == PRESETS["demo"].rl.eval_episodes_per_task
     assert config.runner.seed == 3

@@ -62,7 +62,7 @@ class MainJobPreset:
 PRESETS = {
     "demo": MainJobPreset(
         name="demo",
-        collect=CollectStage(episodes_per_task=3),
+        collect=CollectStage(episodes_per_task=1),
         sft=SFTStage(steps=1200, batch_size=32, lr=1e-3, warmup_steps=100),
         # The recipe's 180 episodes a step take 90 s; 20 minutes leave room for 30 steps of 20 episodes.
         rl=RLStage(steps=30, eval_episodes_per_task=4, trainer_overrides=(
@@ -72,7 +72,9 @@ PRESETS = {
     ),
     "full": MainJobPreset(
         name="full",
-        collect=CollectStage(episodes_per_task=3),
+        # One demonstration per task starts the policy at 0.10 held-out success with room on every task;
+        # three start it at 0.40, from which RL reaches about 0.6 while push, pick-place and peg-insert stay at 0.
+        collect=CollectStage(episodes_per_task=1),
         sft=SFTStage(steps=1200, batch_size=32, lr=1e-3, warmup_steps=100),
         rl=RLStage(steps=60, eval_episodes_per_task=10, trainer_overrides=("eval.interval=10",)),
     ),
