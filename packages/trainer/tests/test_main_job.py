@@ -22,6 +22,7 @@ from vlarl_trainer.main_job import (
     write_results,
 )
 from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
+from vlarl_trainer.validation import validate
 
 ROOT = Path(__file__).resolve().parents[3]
 CHECKPOINT = Path("/runs/job/sft/checkpoints/step_5")
@@ -40,6 +41,15 @@ def test_presets_grow_from_demo_to_full():
     assert demo.rl.steps < full.rl.steps
     assert demo.rl.eval_episodes_per_task < full.rl.eval_episodes_per_task
     assert set(VARIANT_RECIPES) == {"flow-sde", "flow-noise", "grpo"}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", sorted(VARIANT_RECIPES))
+def test_full_preset_steps_its_envs_in_two_processes(tmp_path, variant):
+    config = trainer_config(PRESETS["full"], variant, 0, tmp_path, CHECKPOINT, [])
+    layout = validate(config)
+    assert layout.env_workers == 2 and layout.rollout_workers == 1 and layout.actor_workers == 1
+    assert config.env.num_envs == 2 * config.rollout.pipeline_stage_num * layout.envs_per_stage
 
 
 def test_trainer_config_puts_preset_then_user_then_the_job_wiring(tmp_path):
