@@ -87,8 +87,7 @@ PRESETS = {
         )),
     ),
 }
-"""Measured on the 2-core machine with one torch thread: demonstrations take 40-45 s, SFT 130-140 s (about
-10 steps/s), an RL step of the recipe's 180 episodes 85-95 s (rollout 60-75 s, update 20-25 s) and of demo's
-20 episodes 12-16 s, an evaluation of 40 episodes 16-24 s and of 100 episodes 35-50 s. ``demo`` takes 12
-minutes on the idle machine; ``full`` adds up to about 100 minutes (its first 40 steps ran as a trainer run
-from the same SFT checkpoint in 60 minutes)."""
+"""Measured on 2-core machines with one torch thread: demonstrations take 25-45 s, SFT 130-240 s (5-10
+steps/s, depending on the machine), an RL step of the recipe's 180 episodes 85-95 s (with one env process
+on the faster machine; with full's two on the slower one, where one env process took 130 s), an
+evaluation of 100 episodes 40-110 s. ``full`` takes 100-105 minutes in all (seeds 0 and 1)."""
