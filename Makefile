@@ -33,7 +33,7 @@ test:
 test-fast:
 	$(UV) run --locked pytest -m "not gpu and not slow and not sim" $(PYTEST_ARGS)
 
-# The main job at demo size: demonstrations, SFT, then RL with success before and after (about 12 min on 2 idle cores).
+# The main job at demo size: demonstrations, SFT, then RL with success before and after (12-15 min on 2 idle cores).
 demo:
 	$(UV) run --locked vlarl-main-job --preset demo --out demo_output
 
