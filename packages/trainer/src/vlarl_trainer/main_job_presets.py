@@ -87,8 +87,8 @@ PRESETS = {
         )),
     ),
 }
-"""Measured on 2-core machines with one torch thread: demonstrations take 25-45 s, SFT 130-240 s (5-10
+"""Measured on 2-core machines with one torch thread: demonstrations take 20-45 s, SFT 130-240 s (5-10
 steps/s, depending on the machine), an RL step of the recipe's 180 episodes 85-95 s (with one env process
 on the faster machine; with full's two on the slower one, where one env process took 130 s), an
 evaluation of 100 episodes 40-110 s. ``demo`` takes 15 minutes on the slower machine (RL steps of 20
-episodes 20 s); ``full`` 100-105 minutes (seeds 0 and 1)."""
+episodes 20 s); ``full`` 98-104 minutes (seeds 0-2)."""
