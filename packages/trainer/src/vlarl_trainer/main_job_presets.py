@@ -76,7 +76,7 @@ PRESETS = {
     ),
     "full": MainJobPreset(
         name="full",
-        # One demonstration per task starts the policy at 0.10-0.21 held-out success with room on most tasks;
+        # One demonstration per task starts the policy at 0.10-0.24 held-out success with room on most tasks;
         # three start it at 0.40, from which RL reaches about 0.6 while push, pick-place and peg-insert stay at 0.
         collect=CollectStage(episodes_per_task=1),
         sft=SFTStage(steps=1200, batch_size=32, lr=1e-3, warmup_steps=100),
@@ -88,7 +88,7 @@ PRESETS = {
     ),
 }
 """Measured on 2-core machines with one torch thread: demonstrations take 20-45 s, SFT 130-240 s (5-10
-steps/s, depending on the machine), an RL step of the recipe's 180 episodes 85-95 s (with one env process
+steps/s, depending on the machine), an RL step of the recipe's 180 episodes 85-100 s (with one env process
 on the faster machine; with full's two on the slower one, where one env process took 130 s), an
 evaluation of 100 episodes 40-110 s. ``demo`` takes 15 minutes on the slower machine (RL steps of 20
 episodes 20 s); ``full`` 98-104 minutes (seeds 0-2)."""
