@@ -73,11 +73,33 @@ def test_refuses_an_existing_dataset_and_unknown_tasks_or_envs(collected, tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_task_episodes_give_named_tasks_their_own_count(tmp_path):
+    root = tmp_path / "mt"
+    summary = collect_demonstrations("vlarl/MetaWorld-MT10-v3", 1, root, image_size=32,
+                                     tasks=["reach-v3", "drawer-close-v3"], task_episodes={"drawer-close-v3": 2})
+    assert {task: row.kept for task, row in summary.tasks.items()} == {"reach-v3": 1, "drawer-close-v3": 2}
+    dataset = load_dataset(root)
+    assert [record.metadata["env_task"] for record in dataset.episodes] == ["reach-v3", "drawer-close-v3",
+                                                                           "drawer-close-v3"]
+    assert dataset.info["vlarl"]["episodes_per_task"] == {"reach-v3": 1, "drawer-close-v3": 2}
+
+
+def test_refuses_task_episodes_for_other_tasks_or_without_a_positive_count(tmp_path):
+    with pytest.raises(ValueError, match=r"task_episodes names task\(s\) \['push-v3'\] that are not collected"):
+        collect_demonstrations(ENV_ID, 1, tmp_path / "x", image_size=32, task_episodes={"push-v3": 2})
+    with pytest.raises(ValueError, match="positive integers, got 0 for reach-v3"):
+        collect_demonstrations(ENV_ID, 1, tmp_path / "y", image_size=32, task_episodes={TASK: 0})
+    with pytest.raises(SystemExit):
+        collect_main(["--env-id", ENV_ID, "--episodes-per-task", "1", "--out", str(tmp_path / "z"),
+                      "--task-episodes", "reach-v3"])
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_console_script_prints_the_table(tmp_path, capsys):
     collect_main(["--env-id", ENV_ID, "--episodes-per-task", "1", "--image-size", "32", "--out", str(tmp_path / "d"),
-                  "--horizon", "150"])
+                  "--horizon", "150", "--task-episodes", f"{TASK}=2"])
     printed = capsys.readouterr().out
-    assert f"| {TASK} | 1/1 | 1 |" in printed and str(tmp_path / "d") in printed
+    assert f"| {TASK} | 2/2 | 2 |" in printed and str(tmp_path / "d") in printed
     dataset = load_dataset(tmp_path / "d")
-    assert dataset.num_episodes == 1
+    assert dataset.num_episodes == 2
     assert dataset.info["vlarl"]["horizon"] == 150  # SFT evaluation plays episodes as long as these

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,7 @@ def collect_demonstrations(
     first_episode_id: int = 0,
     keep_failures: bool = False,
     max_attempts_per_task: int | None = None,
+    task_episodes: Mapping[str, int] | None = None,
     **env_kwargs: Any,
 ) -> CollectionSummary:
     """Record expert episodes of every task (default: all tasks of ``env_id``) into a new dataset.
@@ -101,13 +102,16 @@ def collect_demonstrations(
         split: which split's initial states to replay.
         first_episode_id: the first episode id tried per task.
         keep_failures: also keep episodes the expert failed.
-        max_attempts_per_task: episode ids tried per task; default 3 x num_episodes_per_task + 5.
+        max_attempts_per_task: episode ids tried per task; default 3 x the task's episode count + 5.
+        task_episodes: episodes to keep for the named tasks instead of ``num_episodes_per_task``
+            (e.g. more of a task that the policy learns nothing of from one demonstration).
         **env_kwargs: further ``gym.make`` keywords (e.g. ``horizon``).
     """
-    if num_episodes_per_task <= 0:
-        raise ValueError(f"num_episodes_per_task must be positive, got {num_episodes_per_task}")
+    task_episodes = dict(task_episodes or {})
+    for name, count in {"num_episodes_per_task": num_episodes_per_task, **task_episodes}.items():
+        if not isinstance(count, int) or count <= 0:
+            raise ValueError(f"episode counts must be positive integers, got {count!r} for {name}")
     family = expert_family(env_id)
-    attempts = max_attempts_per_task or 3 * num_episodes_per_task + 5
     started = time.perf_counter()
     env = gym.make(env_id, image_size=image_size, obs_mode="rgb", reward_mode="sparse", **env_kwargs)
     try:
@@ -116,11 +120,16 @@ def collect_demonstrations(
         unknown = [task for task in chosen if task not in available]
         if unknown:
             raise ValueError(f"{env_id} has no task(s) {unknown}; expected a subset of {list(available)}")
+        not_collected = [task for task in task_episodes if task not in chosen]
+        if not_collected:
+            raise ValueError(f"task_episodes names task(s) {not_collected} that are not collected; "
+                             f"expected a subset of {list(chosen)}")
         fps = env.metadata.get("render_fps")
         if not fps:
             raise ValueError(f"{env_id} declares no metadata['render_fps']; the dataset needs its control rate")
         extra_info = {"env_id": env_id, "image_size": image_size, "split": split, "tasks": list(chosen),
-                      "first_episode_id": first_episode_id, "keep_failures": keep_failures}
+                      "first_episode_id": first_episode_id, "keep_failures": keep_failures,
+                      "episodes_per_task": {task: task_episodes.get(task, num_episodes_per_task) for task in chosen}}
         horizon = getattr(env.unwrapped, "horizon", None)
         if horizon is not None:  # evaluation of a policy trained on the dataset plays episodes this long
             extra_info["horizon"] = int(horizon)
@@ -129,8 +138,10 @@ def collect_demonstrations(
                                   feature_names=family.feature_names, extra_info=extra_info) as writer:
             for task in chosen:
                 task_summary = summary.tasks.setdefault(task, TaskSummary())
+                wanted = task_episodes.get(task, num_episodes_per_task)
+                attempts = max_attempts_per_task or 3 * wanted + 5
                 for episode_id in range(first_episode_id, first_episode_id + attempts):
-                    if task_summary.kept == num_episodes_per_task:
+                    if task_summary.kept == wanted:
                         break
                     episode = record_episode(env, family, task, episode_id, split)
                     task_summary.attempted += 1
@@ -145,10 +156,20 @@ def collect_demonstrations(
     return summary
 
 
+def task_episode_count(text: str) -> tuple[str, int]:
+    """``TASK=N`` from the command line."""
+    task, separator, count = text.partition("=")
+    if not separator or not task or not count.isdigit() or int(count) <= 0:
+        raise argparse.ArgumentTypeError(f"expected TASK=N with a positive N (e.g. window-open-v3=2), got {text!r}")
+    return task, int(count)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-id", required=True, help="e.g. vlarl/MetaWorld-MT10-v3 or vlarl/MetaWorld-reach-v3")
     parser.add_argument("--episodes-per-task", type=int, required=True)
+    parser.add_argument("--task-episodes", nargs="+", default=[], metavar="TASK=N", type=task_episode_count,
+                        help="another episode count for a task, e.g. window-open-v3=2")
     parser.add_argument("--out", type=Path, required=True, help="dataset directory to create (must not exist)")
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--tasks", nargs="+", help="a subset of the env's tasks")
@@ -160,7 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     env_kwargs = {"horizon": args.horizon} if args.horizon else {}
     summary = collect_demonstrations(
         args.env_id, args.episodes_per_task, args.out, image_size=args.image_size, tasks=args.tasks,
-        split=args.split, first_episode_id=args.first_episode_id, keep_failures=args.keep_failures, **env_kwargs,
+        split=args.split, first_episode_id=args.first_episode_id, keep_failures=args.keep_failures,
+        task_episodes=dict(args.task_episodes), **env_kwargs,
     )
     print(summary.table())
     print(f"\ndataset: {summary.path} ({summary.seconds:.0f} s)")
