@@ -1,9 +1,11 @@
 """Each package builds and installs alone, with only the dependencies its layer allows."""
 
 import email
+import importlib
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -50,6 +52,12 @@ def requirements(wheel: Path) -> set[str]:
             name = name.split(separator)[0]
         names.add(name.strip().lower())
     return names
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_reports_the_version_its_pyproject_declares(package):
+    declared = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]["version"]
+    assert importlib.import_module(f"vlarl_{package}").__version__ == declared
 
 
 @pytest.mark.slow

@@ -7,6 +7,8 @@ values and dones ``[T + 1, B]``, loss masks ``[T, B]``; per-dimension log-probs
 neither gymnasium nor anything else beyond torch.
 """
 
+from importlib.metadata import version as _installed_version
+
 from vlarl_algos.gae import compute_gae, compute_gae_reference
 from vlarl_algos.grpo import group_advantages, group_filter, grpo_advantages, grpo_scores
 from vlarl_algos.masks import (
@@ -18,7 +20,7 @@ from vlarl_algos.masks import (
 )
 from vlarl_algos.ppo import aggregate_logprobs, entropy_loss, ppo_actor_loss, value_loss
 
-__version__ = "0.1.0"
+__version__ = _installed_version("vlarl-algos")
 
 __all__ = [
     "aggregate_logprobs",

@@ -4,13 +4,15 @@ Importing the package registers every env id in gymnasium's ``vlarl`` namespace;
 ``gym.make("vlarl_envs:vlarl/MetaWorld-reach-v3")`` works without an import of your own.
 """
 
+from importlib.metadata import version as _installed_version
+
 from vlarl_envs.gsenv.registration import register_gsenv
 from vlarl_envs.maniskill.registration import register_maniskill
 from vlarl_envs.metaworld.registration import register_metaworld
 from vlarl_envs.stack import wrap_contract
 from vlarl_envs.vector import make_vec
 
-__version__ = "0.5.1"
+__version__ = _installed_version("vlarl-envs")
 
 register_metaworld()
 register_maniskill()

@@ -6,11 +6,13 @@
     policy.save_pretrained("ckpt"); vlarl_policies.from_pretrained("ckpt")
 """
 
+from importlib.metadata import version as _installed_version
+
 from vlarl_policies.base import ActOutput, EvalOutput, PolicyConfig, VLAPolicy
 from vlarl_policies.registry import available_policies, from_pretrained, make, policy_class
 from vlarl_policies.tokenizer import PromptTokenizer
 
-__version__ = "0.2.1"
+__version__ = _installed_version("vlarl-policies")
 
 __all__ = [
     "ActOutput",
