@@ -127,9 +127,10 @@ def collect_demonstrations(
         fps = env.metadata.get("render_fps")
         if not fps:
             raise ValueError(f"{env_id} declares no metadata['render_fps']; the dataset needs its control rate")
+        wanted = {task: task_episodes.get(task, num_episodes_per_task) for task in chosen}
         extra_info = {"env_id": env_id, "image_size": image_size, "split": split, "tasks": list(chosen),
                       "first_episode_id": first_episode_id, "keep_failures": keep_failures,
-                      "episodes_per_task": {task: task_episodes.get(task, num_episodes_per_task) for task in chosen}}
+                      "episodes_per_task": wanted}
         horizon = getattr(env.unwrapped, "horizon", None)
         if horizon is not None:  # evaluation of a policy trained on the dataset plays episodes this long
             extra_info["horizon"] = int(horizon)
@@ -138,10 +139,9 @@ def collect_demonstrations(
                                   feature_names=family.feature_names, extra_info=extra_info) as writer:
             for task in chosen:
                 task_summary = summary.tasks.setdefault(task, TaskSummary())
-                wanted = task_episodes.get(task, num_episodes_per_task)
-                attempts = max_attempts_per_task or 3 * wanted + 5
+                attempts = max_attempts_per_task or 3 * wanted[task] + 5
                 for episode_id in range(first_episode_id, first_episode_id + attempts):
-                    if task_summary.kept == wanted:
+                    if task_summary.kept == wanted[task]:
                         break
                     episode = record_episode(env, family, task, episode_id, split)
                     task_summary.attempted += 1
