@@ -113,3 +113,41 @@ def test_normalize_advantages_along_a_dim_normalizes_each_slice_on_its_own():
     masked = normalize_advantages(minibatches, mask, dim=1)
     for row, row_mask, normalized in zip(minibatches, mask, masked):
         torch.testing.assert_close(normalized, normalize_advantages(row, row_mask))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(2, 30), min_size=1, max_size=5),
+    steps=st.integers(1, 4),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_normalize_advantages_per_group_matches_each_group_normalized_alone(sizes, steps, seed):
+    """Groups of very different scale each come out with mean 0 and std 1, padding as zero."""
+    generator = torch.Generator().manual_seed(seed)
+    labels = torch.cat([torch.full((n,), g) for g, n in enumerate(sizes)])
+    order = torch.randperm(len(labels), generator=generator)
+    groups = labels[order].expand(steps, -1)
+    scale = (10.0 ** torch.arange(len(sizes), dtype=torch.float64))[groups]
+    advantages = torch.randn(groups.shape, generator=generator, dtype=torch.float64) * scale + scale
+    mask = torch.rand(groups.shape, generator=generator) < 0.8
+    normalized = normalize_advantages(advantages, mask, groups=groups)
+    for group in range(len(sizes)):
+        member = (groups == group) & mask
+        if member.sum() >= 2:
+            torch.testing.assert_close(normalized[member], normalize_advantages(advantages[member]))
+    assert torch.all(normalized[~mask] == 0)
+
+
+def test_normalize_advantages_per_group_broadcasts_over_trailing_axes():
+    advantages = torch.tensor([[[1.0, 3.0], [10.0, 30.0]]])
+    normalized = normalize_advantages(advantages, groups=torch.tensor([[0, 1]]))
+    torch.testing.assert_close(normalized[0, 0], normalized[0, 1])
+
+
+def test_normalize_advantages_refuses_groups_with_dim_and_float_labels():
+    with pytest.raises(ValueError, match="pass groups or dim, not both"):
+        normalize_advantages(torch.zeros(2, 3), dim=1, groups=torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="groups must hold integer labels, got dtype torch.float32"):
+        normalize_advantages(torch.zeros(2, 3), groups=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="groups must have the leading shape of advantages"):
+        normalize_advantages(torch.zeros(2, 3), groups=torch.zeros(3, dtype=torch.long))

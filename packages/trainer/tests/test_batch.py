@@ -90,3 +90,17 @@ def test_minibatch_plan_covers_every_sample_once_per_epoch(samples, global_batch
     for batch in plan:
         assert len(batch) == world and all(len(rank) >= 1 for rank in batch)
         assert all(idx.numel() <= micro for rank in batch for idx in rank)
+
+
+def test_per_task_normalization_gives_each_task_mean_zero_and_unit_std():
+    """Two tasks whose returns differ a hundredfold: one batch scale would leave the small one near zero."""
+    data = rollout(B=6, done_at=(None,) * 6, success=(0,) * 6)
+    data["rewards"] = torch.randn(4, 6, generator=torch.Generator().manual_seed(0)) * torch.tensor([100.0, 1.0] * 3)
+    data["tasks"] = ["push", "reach"] * 3
+    batch, _ = build_batch(data, AlgorithmConfig(name="ppo", normalize_per_task=True))
+    env = batch["forward_inputs"]["states"].flatten().long() % 6
+    for task_envs in (env % 2 == 0, env % 2 == 1):
+        advantages = batch["advantages"][task_envs]
+        assert abs(float(advantages.mean())) < 1e-5 and abs(float(advantages.std()) - 1) < 1e-5
+    shared, _ = build_batch(data, AlgorithmConfig(name="ppo"))
+    assert float(shared["advantages"][env % 2 == 1].std()) < 0.1

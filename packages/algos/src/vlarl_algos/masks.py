@@ -103,7 +103,11 @@ def _masked_moments(
 
 
 def normalize_advantages(
-    advantages: torch.Tensor, loss_mask: torch.Tensor | None = None, eps: float = 1e-8, dim: int | None = None
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor | None = None,
+    eps: float = 1e-8,
+    dim: int | None = None,
+    groups: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``(A - mean) / (std + eps)`` with the mean and (unbiased) std over masked entries only.
 
@@ -119,13 +123,38 @@ def normalize_advantages(
         dim: normalize each slice along this axis on its own, e.g. ``dim=1`` on a
             ``[num_minibatches, minibatch_size]`` view normalizes every minibatch at once;
             ``None`` uses one mean and std for the whole tensor.
+        groups: ``[*L]`` integer label of every entry, e.g. the task of each env repeated over
+            time: each group is normalized with its own mean and std. In a multi-task batch
+            one shared scale lets the tasks whose returns spread widest set the size of every
+            task's advantages; per group, each task's better-than-usual episodes weigh alike.
+            Cannot be combined with ``dim``.
 
     Returns:
         Normalized advantages with the shape of ``advantages``.
     """
+    if groups is not None:
+        return _normalize_per_group(advantages, loss_mask, eps, dim, groups)
     mean, var, keep = _masked_moments(advantages, loss_mask, dim)
     normalized = (advantages - mean) / (var.sqrt() + eps)
     return normalized if keep is None else torch.where(keep, normalized, torch.zeros_like(normalized))
+
+
+def _normalize_per_group(
+    advantages: torch.Tensor, loss_mask: torch.Tensor | None, eps: float, dim: int | None, groups: torch.Tensor
+) -> torch.Tensor:
+    if dim is not None:
+        raise ValueError(f"normalize_advantages: pass groups or dim, not both (got dim={dim} and groups)")
+    if groups.is_floating_point() or groups.is_complex():
+        raise ValueError(f"groups must hold integer labels, got dtype {groups.dtype}")
+    labels = expand_prefix("groups", groups, advantages.shape, "advantages")
+    kept = torch.ones_like(labels, dtype=torch.bool)
+    if loss_mask is not None:
+        kept = expand_prefix("loss_mask", loss_mask, advantages.shape, "advantages") != 0
+    normalized = torch.zeros_like(advantages)
+    for label in labels.unique():
+        member = kept & (labels == label)
+        normalized = torch.where(member, normalize_advantages(advantages, member, eps), normalized)
+    return normalized
 
 
 def explained_variance(

@@ -20,7 +20,14 @@ def concat_epochs(epochs: list[dict[str, Any]]) -> dict[str, Any]:
         "logprobs": torch.cat([e["logprobs"] for e in epochs], dim=1),
         "values": None if first["values"] is None else torch.cat([e["values"] for e in epochs], dim=1),
         "forward_inputs": {k: torch.cat([e["forward_inputs"][k] for e in epochs], dim=1) for k in first["forward_inputs"]},
+        "tasks": [task for e in epochs for task in e["tasks"]],
     }
+
+
+def task_labels(tasks: list[str | None], num_steps: int) -> torch.Tensor:
+    """``[T, B]`` integer label of each env's task, the same at every step (for per-task statistics)."""
+    index = {task: i for i, task in enumerate(dict.fromkeys(tasks))}
+    return torch.tensor([index[task] for task in tasks]).expand(num_steps, len(tasks))
 
 
 def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[dict[str, Any], dict[str, float]]:
@@ -41,7 +48,8 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
             rewards, values, dones, gamma=algorithm.gamma, gae_lambda=algorithm.gae_lambda
         )
         if algorithm.normalize_advantages:
-            advantages = vlarl_algos.normalize_advantages(advantages, loss_mask)
+            groups = task_labels(rollout["tasks"], advantages.shape[0]) if algorithm.normalize_per_task else None
+            advantages = vlarl_algos.normalize_advantages(advantages, loss_mask, groups=groups)
     else:
         score_range = tuple(algorithm.score_range) if algorithm.score_range is not None else None
         advantages, loss_mask = vlarl_algos.grpo_advantages(

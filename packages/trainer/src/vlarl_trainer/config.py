@@ -61,6 +61,9 @@ class AlgorithmConfig:
     entropy_coef: float = 0.0
     logprob_level: str = "chunk"
     normalize_advantages: bool = True
+    normalize_per_task: bool = False
+    """PPO: normalize a multi-task batch's advantages with each task's own mean and std instead of the
+    batch's, so every task's better-than-usual episodes weigh alike whatever the spread of its returns."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantages and returns (the seeds' reward_coef): it keeps a
     dense simulator reward (MetaWorld pays up to 10 a step) in the value head's range."""

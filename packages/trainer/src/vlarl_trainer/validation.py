@@ -133,6 +133,12 @@ def validate(config: TrainConfig) -> Layout:
         env_workers % rollout_workers == 0,
         f"env workers ({env_workers}) must be a multiple of rollout workers ({rollout_workers})",
     )
+    require(
+        not algorithm.normalize_per_task or (algorithm.name == "ppo" and algorithm.normalize_advantages),
+        "algorithm.normalize_per_task normalizes PPO's advantages: it needs algorithm.name=ppo and "
+        f"algorithm.normalize_advantages=true, got name={algorithm.name!r} and "
+        f"normalize_advantages={algorithm.normalize_advantages}",
+    )
     if algorithm.name == "grpo":
         require(algorithm.group_size >= 2, f"algorithm.group_size must be >= 2 for GRPO, got {algorithm.group_size}")
         require(
