@@ -142,6 +142,7 @@ def normalize_advantages(
 def _normalize_per_group(
     advantages: torch.Tensor, loss_mask: torch.Tensor | None, eps: float, dim: int | None, groups: torch.Tensor
 ) -> torch.Tensor:
+    """One masked normalization per label; a label's entries see only their own statistics, and padding stays 0."""
     if dim is not None:
         raise ValueError(f"normalize_advantages: pass groups or dim, not both (got dim={dim} and groups)")
     if groups.is_floating_point() or groups.is_complex():
