@@ -109,6 +109,12 @@ def validate(config: TrainConfig) -> Layout:
     require(algorithm.name in ALGORITHMS, f"algorithm.name must be one of {ALGORITHMS}, got {algorithm.name!r}")
     require(actor.lr_schedule in LR_SCHEDULES, f"actor.lr_schedule must be one of {LR_SCHEDULES}, got {actor.lr_schedule!r}")
     require(algorithm.reward_scale > 0, f"algorithm.reward_scale must be > 0, got {algorithm.reward_scale}")
+    require(
+        not algorithm.normalize_per_task or (algorithm.name == "ppo" and algorithm.normalize_advantages),
+        "algorithm.normalize_per_task normalizes PPO's advantages: it needs algorithm.name=ppo and "
+        f"algorithm.normalize_advantages=true, got name={algorithm.name!r} and "
+        f"normalize_advantages={algorithm.normalize_advantages}",
+    )
     require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
     placement = parse_component_placement(config.cluster.component_placement)
     check_policy(config)
@@ -132,12 +138,6 @@ def validate(config: TrainConfig) -> Layout:
     require(
         env_workers % rollout_workers == 0,
         f"env workers ({env_workers}) must be a multiple of rollout workers ({rollout_workers})",
-    )
-    require(
-        not algorithm.normalize_per_task or (algorithm.name == "ppo" and algorithm.normalize_advantages),
-        "algorithm.normalize_per_task normalizes PPO's advantages: it needs algorithm.name=ppo and "
-        f"algorithm.normalize_advantages=true, got name={algorithm.name!r} and "
-        f"normalize_advantages={algorithm.normalize_advantages}",
     )
     if algorithm.name == "grpo":
         require(algorithm.group_size >= 2, f"algorithm.group_size must be >= 2 for GRPO, got {algorithm.group_size}")
