@@ -1,5 +1,6 @@
 """From rollouts to samples: advantages, masks and the minibatch plan (no Ray)."""
 
+import numpy as np
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -104,3 +105,31 @@ def test_per_task_normalization_gives_each_task_mean_zero_and_unit_std():
         assert abs(float(advantages.mean())) < 1e-5 and abs(float(advantages.std()) - 1) < 1e-5
     shared, _ = build_batch(data, AlgorithmConfig(name="ppo"))
     assert float(shared["advantages"][env % 2 == 1].std()) < 0.1
+
+
+def test_skipping_unsolved_tasks_zeroes_their_advantages_and_keeps_their_returns():
+    """push fails in both of its episodes: no policy gradient from it, but the critic still sees it."""
+    data = rollout(B=6, done_at=(None,) * 6, success=(0,) * 6)
+    data["rewards"] = torch.randn(4, 6, generator=torch.Generator().manual_seed(1))
+    data["tasks"] = ["push", "reach", "drawer"] * 2
+    data["success_once"] = np.array([False, True, False, False, False, True])
+    batch, metrics = build_batch(data, AlgorithmConfig(name="ppo", skip_unsolved_tasks=True))
+    env = batch["forward_inputs"]["states"].flatten().long() % 6
+    push = env % 3 == 0
+    assert torch.all(batch["advantages"][push] == 0)
+    solved = batch["advantages"][~push]
+    assert abs(float(solved.mean())) < 1e-5 and abs(float(solved.std()) - 1) < 1e-5
+    assert len(batch["weights"]) == 24 and batch["returns"].shape == (24,)
+    assert metrics["rollout/skipped_tasks"] == 1
+    everything, _ = build_batch(data, AlgorithmConfig(name="ppo"))
+    assert torch.all(everything["advantages"][push] != 0)
+
+
+def test_skipping_unsolved_tasks_when_nothing_succeeded_leaves_only_the_critic_to_train():
+    data = rollout(B=4, done_at=(None,) * 4, success=(0,) * 4)
+    data["rewards"] = torch.rand(4, 4, generator=torch.Generator().manual_seed(2))
+    data["tasks"] = ["push", "reach"] * 2
+    data["success_once"] = np.zeros(4, dtype=bool)
+    batch, metrics = build_batch(data, AlgorithmConfig(name="ppo", skip_unsolved_tasks=True))
+    assert torch.all(batch["advantages"] == 0) and torch.isfinite(batch["returns"]).all()
+    assert len(batch["weights"]) == 16 and metrics["rollout/skipped_tasks"] == 2

@@ -96,6 +96,7 @@ def test_bad_overrides(overrides, message):
         (["algorithm.name=grpo", "algorithm.normalize_per_task=true"], "needs algorithm.name=ppo .* got name='grpo'"),
         (["algorithm.normalize_advantages=false", "algorithm.normalize_per_task=true"],
          "normalize_advantages=true, got .* normalize_advantages=False"),
+        (["algorithm.name=grpo", "algorithm.skip_unsolved_tasks=true"], "needs algorithm.name=ppo, got 'grpo'"),
         (["cluster.component_placement={env: 0, rollout: 0}"], "no placement for"),
         (["cluster.component_placement={env: '0-1', rollout: '0-2', actor: 0}"], "multiple of rollout workers"),
         (["env.id=vlarl/MetaWorld-fly-v3"], "not available"),

@@ -21,6 +21,7 @@ def concat_epochs(epochs: list[dict[str, Any]]) -> dict[str, Any]:
         "values": None if first["values"] is None else torch.cat([e["values"] for e in epochs], dim=1),
         "forward_inputs": {k: torch.cat([e["forward_inputs"][k] for e in epochs], dim=1) for k in first["forward_inputs"]},
         "tasks": [task for e in epochs for task in e["tasks"]],
+        "success_once": np.concatenate([e["success_once"] for e in epochs]).astype(bool),
     }
 
 
@@ -28,6 +29,12 @@ def task_labels(tasks: list[str | None], num_steps: int) -> torch.Tensor:
     """``[T, B]`` integer label of each env's task, the same at every step (for per-task statistics)."""
     index = {task: i for i, task in enumerate(dict.fromkeys(tasks))}
     return torch.tensor([index[task] for task in tasks]).expand(num_steps, len(tasks))
+
+
+def solved_task_envs(tasks: list[str | None], success: np.ndarray) -> torch.Tensor:
+    """``[B]``: whether the task of each env succeeded in at least one of the batch's episodes."""
+    solved = {task for task, succeeded in zip(tasks, success, strict=True) if succeeded}
+    return torch.tensor([task in solved for task in tasks])
 
 
 def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[dict[str, Any], dict[str, float]]:
@@ -47,9 +54,15 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
         advantages, returns = vlarl_algos.compute_gae(
             rewards, values, dones, gamma=algorithm.gamma, gae_lambda=algorithm.gae_lambda
         )
+        policy_mask, skipped = loss_mask, 0
+        if algorithm.skip_unsolved_tasks:
+            solved = solved_task_envs(rollout["tasks"], rollout["success_once"])
+            policy_mask = loss_mask & solved.expand_as(loss_mask)
+            skipped = len(set(rollout["tasks"])) - len({task for task, s in zip(rollout["tasks"], solved) if s})
         if algorithm.normalize_advantages:
             groups = task_labels(rollout["tasks"], advantages.shape[0]) if algorithm.normalize_per_task else None
-            advantages = vlarl_algos.normalize_advantages(advantages, loss_mask, groups=groups)
+            advantages = vlarl_algos.normalize_advantages(advantages, policy_mask, groups=groups)
+        advantages = torch.where(policy_mask, advantages, torch.zeros_like(advantages))
     else:
         score_range = tuple(algorithm.score_range) if algorithm.score_range is not None else None
         advantages, loss_mask = vlarl_algos.grpo_advantages(
@@ -78,6 +91,8 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
         "rollout/rewards": float(rewards.sum() / rewards.shape[1]),
         "rollout/valid_steps": int(keep.sum()),
     }
+    if algorithm.skip_unsolved_tasks:
+        metrics["rollout/skipped_tasks"] = skipped
     if returns is not None:
         metrics["rollout/returns_mean"] = float(vlarl_algos.masked_mean(returns, loss_mask))
         metrics["train/critic/explained_variance"] = float(

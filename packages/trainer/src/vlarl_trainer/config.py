@@ -64,6 +64,11 @@ class AlgorithmConfig:
     normalize_per_task: bool = False
     """PPO: normalize a multi-task batch's advantages with each task's own mean and std instead of the
     batch's, so every task's better-than-usual episodes weigh alike whatever the spread of its returns."""
+    skip_unsolved_tasks: bool = False
+    """PPO: a task none of whose episodes succeeded in this step adds nothing to the policy loss (its
+    advantages are zero, the other tasks' are normalized without it); the critic still fits its returns.
+    A task the policy cannot yet solve pays only for the shaped reward's progress terms, which pull the
+    shared weights towards motions that have not led to a success."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantages and returns (the seeds' reward_coef): it keeps a
     dense simulator reward (MetaWorld pays up to 10 a step) in the value head's range."""

@@ -115,6 +115,11 @@ def validate(config: TrainConfig) -> Layout:
         f"algorithm.normalize_advantages=true, got name={algorithm.name!r} and "
         f"normalize_advantages={algorithm.normalize_advantages}",
     )
+    require(
+        not algorithm.skip_unsolved_tasks or algorithm.name == "ppo",
+        "algorithm.skip_unsolved_tasks masks PPO's advantages (GRPO filters groups with algorithm.score_range): "
+        f"it needs algorithm.name=ppo, got {algorithm.name!r}",
+    )
     require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
     placement = parse_component_placement(config.cluster.component_placement)
     check_policy(config)
