@@ -31,10 +31,9 @@ def task_labels(tasks: list[str | None], num_steps: int) -> torch.Tensor:
     return torch.tensor([index[task] for task in tasks]).expand(num_steps, len(tasks))
 
 
-def solved_task_envs(tasks: list[str | None], success: np.ndarray) -> torch.Tensor:
-    """``[B]``: whether the task of each env succeeded in at least one of the batch's episodes."""
-    solved = {task for task, succeeded in zip(tasks, success, strict=True) if succeeded}
-    return torch.tensor([task in solved for task in tasks])
+def solved_tasks(tasks: list[str | None], success: np.ndarray) -> set[str | None]:
+    """The tasks that succeeded in at least one of the batch's episodes (``tasks[b]`` played env b)."""
+    return {task for task, succeeded in zip(tasks, success, strict=True) if succeeded}
 
 
 def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[dict[str, Any], dict[str, float]]:
@@ -56,9 +55,9 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
         )
         policy_mask, skipped = loss_mask, 0
         if algorithm.skip_unsolved_tasks:
-            solved = solved_task_envs(rollout["tasks"], rollout["success_once"])
-            policy_mask = loss_mask & solved.expand_as(loss_mask)
-            skipped = len(set(rollout["tasks"])) - len({task for task, s in zip(rollout["tasks"], solved) if s})
+            solved = solved_tasks(rollout["tasks"], rollout["success_once"])
+            policy_mask = loss_mask & torch.tensor([task in solved for task in rollout["tasks"]]).expand_as(loss_mask)
+            skipped = len(set(rollout["tasks"]) - solved)
         if algorithm.normalize_advantages:
             groups = task_labels(rollout["tasks"], advantages.shape[0]) if algorithm.normalize_per_task else None
             advantages = vlarl_algos.normalize_advantages(advantages, policy_mask, groups=groups)
