@@ -1,12 +1,16 @@
 """Time act / evaluate of the pi0 and pi0.5 policies and count their parameters; prints Markdown tables.
 
     uv run --locked python benchmarks/policy_speed.py --threads 1            # tiny, CPU
+    uv run --locked python benchmarks/policy_speed.py --threads 1 2 --batch 100 --policies pi0   # the trainer's
+                                                                              # actor micro-batch, 1 vs 2 threads
     uv run --locked python benchmarks/policy_speed.py --preset base --device cuda --dtype bfloat16
 
 ``act`` runs under no_grad as a rollout worker calls it; ``evaluate`` runs with gradients as the
 actor calls it, and ``evaluate + backward`` adds the backward pass of a PPO-style loss. Times are
 medians over ``--repeats`` calls after ``--warmup`` calls, as wall-clock and as process CPU time. Parameter counts build each preset on
-the meta device, so the published size costs no memory.
+the meta device, so the published size costs no memory. With several ``--threads`` values every policy
+is timed at each in turn, in one process, and the last table gives each value's wall-clock speed-up
+over the first.
 """
 
 from __future__ import annotations
@@ -93,6 +97,17 @@ def time_policy(name: str, args: argparse.Namespace) -> dict[str, tuple[float, f
     return result
 
 
+def print_speedups(results: dict, policies: list[str], threads: list[int]) -> None:
+    """Wall-clock time at the first threads value divided by the time at each other value."""
+    print(f"\n| policy | threads | speed-up over {threads[0]} thread(s): act | evaluate | evaluate + backward |")
+    print("|---|---|---|---|---|")
+    for name in policies:
+        base = results[(name, threads[0])]
+        for count in threads[1:]:
+            ratios = [base[key][0] / results[(name, count)][key][0] for key in ("act", "evaluate", "evaluate_backward")]
+            print(f"| {name} | {count} | " + " | ".join(f"{ratio:.2f}x" for ratio in ratios) + " |")
+
+
 def cell(seconds: tuple[float, float]) -> str:
     return f"{1000 * seconds[0]:.1f} / {1000 * seconds[1]:.1f}"
 
@@ -103,24 +118,30 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()])
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
 
+    cuda = args.device.startswith("cuda")
     print(f"preset={args.preset} device={args.device} dtype={args.dtype} batch={args.batch} "
-          f"threads={args.threads} torch={torch.__version__}")
-    print("\n| policy | act (ms wall / CPU) | evaluate (ms wall / CPU) | evaluate + backward (ms wall / CPU) |" +
-          (" peak memory (GiB) |" if args.device.startswith("cuda") else ""))
-    print("|---|---|---|---|" + ("---|" if args.device.startswith("cuda") else ""))
-    for name in POLICIES:
-        result = time_policy(name, args)
-        row = f"| {name} {args.preset} | {cell(result['act'])} | {cell(result['evaluate'])} | " \
-              f"{cell(result['evaluate_backward'])} |"
-        if "peak_memory_gib" in result:
-            row += f" {result['peak_memory_gib'][0]:.1f} |"
-        print(row, flush=True)
+          f"threads={' '.join(map(str, args.threads))} torch={torch.__version__}")
+    print("\n| policy | threads | act (ms wall / CPU) | evaluate (ms wall / CPU) | evaluate + backward (ms wall / CPU) |" +
+          (" peak memory (GiB) |" if cuda else ""))
+    print("|---|---|---|---|---|" + ("---|" if cuda else ""))
+    results: dict[tuple[str, int], dict[str, tuple[float, float]]] = {}
+    for name in args.policies:
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            result = results[(name, threads)] = time_policy(name, args)
+            row = f"| {name} {args.preset} | {threads} | {cell(result['act'])} | {cell(result['evaluate'])} | " \
+                  f"{cell(result['evaluate_backward'])} |"
+            if "peak_memory_gib" in result:
+                row += f" {result['peak_memory_gib'][0]:.1f} |"
+            print(row, flush=True)
+    if len(args.threads) > 1:
+        print_speedups(results, args.policies, args.threads)
 
     print("\n| policy | tiny parameters | published (base) parameters |")
     print("|---|---|---|")

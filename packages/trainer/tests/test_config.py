@@ -97,6 +97,8 @@ def test_bad_overrides(overrides, message):
         (["algorithm.normalize_advantages=false", "algorithm.normalize_per_task=true"],
          "normalize_advantages=true, got .* normalize_advantages=False"),
         (["algorithm.name=grpo", "algorithm.skip_unsolved_tasks=true"], "needs algorithm.name=ppo, got 'grpo'"),
+        (["runner.torch_threads=0"], "runner.torch_threads must be >= 1, got 0"),
+        (["actor.torch_threads=0"], r"actor.torch_threads must be >= 1 or null \(runner.torch_threads\), got 0"),
         (["cluster.component_placement={env: 0, rollout: 0}"], "no placement for"),
         (["cluster.component_placement={env: '0-1', rollout: '0-2', actor: 0}"], "multiple of rollout workers"),
         (["env.id=vlarl/MetaWorld-fly-v3"], "not available"),
@@ -106,3 +108,11 @@ def test_validation_errors(overrides, message):
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", *overrides])
     with pytest.raises(ValueError, match=message):
         validate(config)
+
+
+def test_actor_threads_default_to_the_runners():
+    from vlarl_trainer.runner import actor_threads
+
+    recipe = "recipe=metaworld_10_ppo_openpi_tiny"
+    assert actor_threads(load_config([recipe, "runner.torch_threads=3"])) == 3
+    assert actor_threads(load_config([recipe, "runner.torch_threads=3", "actor.torch_threads=2"])) == 2

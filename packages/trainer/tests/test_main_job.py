@@ -19,6 +19,7 @@ from vlarl_trainer.main_job import (
     sft_config,
     summary_text,
     trainer_config,
+    with_stage_sizes,
     write_results,
 )
 from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
@@ -111,6 +112,25 @@ def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys)
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path), "actor.lr"])
+
+
+def test_stage_sizes_replace_the_presets_numbers_and_nothing_else():
+    full = PRESETS["full"]
+    changed = with_stage_sizes(full, demos_per_task=3, sft_steps=400)
+    assert changed.collect.episodes_per_task == 3 and changed.sft.steps == 400
+    assert changed.sft.lr == full.sft.lr and changed.rl == full.rl and changed.name == full.name
+    assert with_stage_sizes(full) == full
+    assert PRESETS["full"].sft.steps == 1200
+    with pytest.raises(ValueError, match="--demos-per-task must be a positive integer, got 0"):
+        with_stage_sizes(full, demos_per_task=0)
+    with pytest.raises(ValueError, match="exceed the preset's 100 warm-up steps, got 50"):
+        with_stage_sizes(full, sft_steps=50)
+
+
+def test_cli_refuses_bad_stage_sizes_before_any_work(tmp_path, capsys):
+    assert main(["--out", str(tmp_path), "--name", "job", "--sft-steps", "0"]) == 2
+    assert "--sft-steps must be a positive integer, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "job").exists()
 
 
 TINY = MainJobPreset(

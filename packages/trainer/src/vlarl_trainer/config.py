@@ -108,6 +108,9 @@ class ActorConfig:
     strategy: str = "ddp"
     offload: bool = False
     """Move parameters and optimizer state to CPU between training phases (GPU only)."""
+    torch_threads: int | None = None
+    """torch threads of the actor processes (None: runner.torch_threads). On CPU the env and rollout
+    processes idle while the actor updates, so the update can take every core the others share."""
 
 
 @dataclass

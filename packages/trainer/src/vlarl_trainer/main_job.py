@@ -3,6 +3,7 @@
     vlarl-main-job --preset demo
     vlarl-main-job --preset full --seed 1
     vlarl-main-job --preset full --variant grpo actor.lr=5e-5      # key=value goes to the trainer
+    vlarl-main-job --preset full --demos-per-task 3 --sft-steps 400
 
 The stages: scripted-expert demonstrations of every task of the recipe's env (MetaWorld MT10),
 SFT of the recipe's policy on them (a tiny pi0 at 64 px), then RL from the SFT checkpoint with
@@ -39,6 +40,23 @@ COLLECTOR_ENV_KEYWORDS = ("obs_mode", "reward_mode")
 
 
 EXISTING_JOB_HINT = "the main job never overwrites a run (choose another --name)"
+
+
+def with_stage_sizes(preset: MainJobPreset, demos_per_task: int | None = None,
+                     sft_steps: int | None = None) -> MainJobPreset:
+    """The preset with another number of demonstrations per task or SFT steps, the two numbers that set
+    how good the policy is when RL starts; the name stays, and results.json records the numbers used."""
+    for option, value in (("--demos-per-task", demos_per_task), ("--sft-steps", sft_steps)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} must be a positive integer, got {value}")
+    if demos_per_task is not None:
+        preset = dataclasses.replace(preset, collect=dataclasses.replace(preset.collect, episodes_per_task=demos_per_task))
+    if sft_steps is not None:
+        if sft_steps <= preset.sft.warmup_steps:
+            raise ValueError(f"--sft-steps must exceed the preset's {preset.sft.warmup_steps} warm-up steps, "
+                             f"got {sft_steps}")
+        preset = dataclasses.replace(preset, sft=dataclasses.replace(preset.sft, steps=sft_steps))
+    return preset
 
 
 def trainer_config(preset: MainJobPreset, variant: str, seed: int, job_dir: Path, sft_checkpoint: Path,
@@ -197,14 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs", help="parent folder of the run directory")
     parser.add_argument("--name", help="run directory name (default: main-<preset>-<variant>-seed<N>-<time>)")
     parser.add_argument("--dataset", help="reuse these demonstrations (a vlarl-collect dataset) instead of collecting")
+    parser.add_argument("--demos-per-task", type=int, help="demonstrations per task instead of the preset's")
+    parser.add_argument("--sft-steps", type=int, help="SFT steps instead of the preset's")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="trainer settings, e.g. actor.lr=5e-5")
     args = parser.parse_args(argv)
     malformed = [o for o in args.overrides if "=" not in o]
     if malformed:
         parser.error(f"trainer overrides are key=value, got {malformed}")
-    print("preset:", json.dumps(dataclasses.asdict(PRESETS[args.preset])), flush=True)
     try:
-        _, summary = run_main_job(PRESETS[args.preset], args.variant, args.seed, args.out, args.name,
+        preset = with_stage_sizes(PRESETS[args.preset], args.demos_per_task, args.sft_steps)
+        print("preset:", json.dumps(dataclasses.asdict(preset)), flush=True)
+        _, summary = run_main_job(preset, args.variant, args.seed, args.out, args.name,
                                   args.overrides, args.dataset)
     except (ValueError, FileExistsError) as error:
         print(f"vlarl-main-job: {error}", file=sys.stderr)

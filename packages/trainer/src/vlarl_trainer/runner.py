@@ -119,7 +119,7 @@ class Trainer:
         optimizer_steps = config.runner.max_steps * config.actor.update_epoch * max(1, samples // config.actor.global_batch_size)
         port = free_port()
         actor_args = [((rank, world, "127.0.0.1", port, policy_path, config.actor, config.algorithm,
-                        optimizer_steps, threads), {}) for rank in range(world)]
+                        optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
         self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles)
         self.shards = Shards(self.env, self.rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage)
         pids = {group.role: group.get(group.call("pid")) for group in (self.env, self.rollout, self.actor)}
@@ -209,6 +209,11 @@ class Trainer:
     def close(self) -> None:
         for group in (self.env, self.rollout, self.actor):
             group.kill()
+
+
+def actor_threads(config: TrainConfig) -> int:
+    """torch threads of an actor process: ``actor.torch_threads``, or ``runner.torch_threads`` when unset."""
+    return config.runner.torch_threads if config.actor.torch_threads is None else config.actor.torch_threads
 
 
 def training_options(config: TrainConfig, step: int, epoch: int) -> list[dict[str, Any]]:

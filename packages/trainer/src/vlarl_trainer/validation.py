@@ -120,6 +120,11 @@ def validate(config: TrainConfig) -> Layout:
         "algorithm.skip_unsolved_tasks masks PPO's advantages (GRPO filters groups with algorithm.score_range): "
         f"it needs algorithm.name=ppo, got {algorithm.name!r}",
     )
+    require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
+    require(
+        actor.torch_threads is None or actor.torch_threads >= 1,
+        f"actor.torch_threads must be >= 1 or null (runner.torch_threads), got {actor.torch_threads}",
+    )
     require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
     placement = parse_component_placement(config.cluster.component_placement)
     check_policy(config)
