@@ -13,14 +13,18 @@ import pytest
 from PIL import Image
 
 from vlarl_trainer.main_job import (
+    JOB_STATE,
     job_results,
     main,
+    preset_from_dict,
+    resume_main_job,
+    rl_stage_config,
     run_main_job,
     sft_config,
     summary_text,
     trainer_config,
     with_stage_sizes,
-    write_results,
+    write_json,
 )
 from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
 from vlarl_trainer.validation import validate
@@ -87,7 +91,7 @@ def test_results_json_and_the_final_table(tmp_path):
              "video_files": ["j/rl/videos/eval_step_0/round_000.mp4"], "results": str(tmp_path / "results.json")}
     results = job_results(PRESETS["demo"], "flow-sde", 2, before, after, {"first": 1.2, "final": 0.3}, {"sft": 10.0},
                           paths)
-    write_results(tmp_path / "results.json", results)
+    write_json(tmp_path / "results.json", results)
 
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["success"] == [{"split": "test", "task": "push-v3", "before": 0.2, "after": 0.6},
@@ -95,6 +99,7 @@ def test_results_json_and_the_final_table(tmp_path):
     assert saved["mean"] == pytest.approx({"before": 0.1, "after": 0.4})
     assert saved["sft_loss"] == {"first": 1.2, "final": 0.3} and saved["seconds"] == {"sft": 10.0}
     assert saved["seed"] == 2 and saved["recipe"] == "metaworld_10_ppo_openpi_tiny"
+    assert saved["resumed_from_step"] is None
     assert saved["preset"]["sft"] == dataclasses.asdict(PRESETS["demo"].sft)
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
 
@@ -102,6 +107,22 @@ def test_results_json_and_the_final_table(tmp_path):
     assert "| test | push-v3 | 0.20 | 0.60 |" in text
     assert "| all | mean | 0.10 | 0.40 |" in text
     assert "tensorboard (rl): j/rl/tensorboard" in text and "videos: j/rl/videos (1 files)" in text
+
+
+def test_logged_evaluation_reads_back_what_evaluate_logs(tmp_path):
+    from vlarl_trainer.evaluation import logged_evaluation
+
+    metrics = {"eval/success_once": 0.25, "eval/success_at_end": 0.2, "eval/test/success_once/push-v3": 0.5,
+               "eval/test/success_once/reach-v3": 0.0, "time/eval": 3.5}
+    path = tmp_path / "metrics.jsonl"
+    lines = [{"step": 0, **metrics}, {"step": 1, "env/success_once": 0.4, "time/step": 9.0},
+             {"step": 2, **metrics, "eval/success_once": 0.75}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = logged_evaluation(path, 0)
+    assert report["table"] == {("test", "push-v3"): 0.5, ("test", "reach-v3"): 0.0}
+    assert report["metrics"] == metrics
+    assert logged_evaluation(path, 2)["metrics"]["eval/success_once"] == 0.75
+    assert logged_evaluation(path, 1) is None and logged_evaluation(tmp_path / "none.jsonl", 0) is None
 
 
 def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys):
@@ -131,6 +152,53 @@ def test_cli_refuses_bad_stage_sizes_before_any_work(tmp_path, capsys):
     assert main(["--out", str(tmp_path), "--name", "job", "--sft-steps", "0"]) == 2
     assert "--sft-steps must be a positive integer, got 0" in capsys.readouterr().err
     assert not (tmp_path / "job").exists()
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_survive_the_json_of_job_state(name):
+    preset = with_stage_sizes(PRESETS[name], demos_per_task=2)
+    assert preset_from_dict(json.loads(json.dumps(dataclasses.asdict(preset)))) == preset
+
+
+def write_job_state(job: Path, seconds: dict[str, float]) -> None:
+    job.mkdir()
+    write_json(job / JOB_STATE, {"preset": dataclasses.asdict(PRESETS["demo"]), "variant": "flow-sde", "seed": 0,
+                                 "overrides": [], "dataset": None, "seconds": seconds})
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path, capsys):
+    with pytest.raises(ValueError, match="expected a vlarl-main-job run directory with job.json"):
+        resume_main_job(tmp_path)
+    write_job_state(tmp_path / "in-sft", {"collect": 20.0})
+    with pytest.raises(ValueError, match="stopped during sft, before RL"):
+        resume_main_job(tmp_path / "in-sft")
+    write_job_state(tmp_path / "done", {"collect": 20.0, "sft": 100.0})
+    (tmp_path / "done" / "results.json").write_text("{}")
+    assert main(["--resume", str(tmp_path / "done")]) == 2
+    assert "finished already" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--resume", str(tmp_path / "done"), "--seed", "1", "actor.lr=1e-5"])
+    assert "drop --seed, KEY=VALUE" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "done").iterdir()) == [JOB_STATE, "results.json"]
+
+
+def test_rl_stage_continues_from_its_checkpoint_or_starts_again(tmp_path):
+    from vlarl_trainer.config import to_yaml
+
+    config = trainer_config(PRESETS["demo"], "flow-sde", 0, tmp_path, CHECKPOINT, [])
+    assert rl_stage_config(tmp_path, config) == (config, None)
+
+    rl = tmp_path / "rl"
+    (rl / "checkpoints" / "step_5").mkdir(parents=True)  # partial: no trainer_state.json
+    (rl / "config.yaml").write_text(to_yaml(config))
+    assert rl_stage_config(tmp_path, config) == (config, None)
+    assert not rl.exists() and (tmp_path / "rl-interrupted-1" / "checkpoints" / "step_5").exists()
+
+    (rl / "checkpoints" / "step_5").mkdir(parents=True)
+    (rl / "checkpoints" / "step_5" / "trainer_state.json").write_text('{"step": 5}')
+    (rl / "config.yaml").write_text(to_yaml(config))
+    resumed, step = rl_stage_config(tmp_path, config)
+    assert step == 5 and resumed.resume == str(rl) and resumed.runner.max_steps == config.runner.max_steps
 
 
 TINY = MainJobPreset(
@@ -225,3 +293,53 @@ def test_plot_script_draws_every_seed_and_the_mean(tmp_path):
     assert dark_pixels(both) > dark_pixels(alone) + 1500
     with pytest.raises(ValueError, match="logs no 'env/return'"):
         plot_learning_curve.main([str(first), "--metric", "env/return", "--out", str(alone)])
+
+
+class StopAtSecondStep(RuntimeError):
+    """What the test raises inside RL, as a killed process would stop it."""
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
+    from vlarl_envs.testing import require_simulator
+
+    from vlarl_trainer.evaluation import logged_evaluation
+    from vlarl_trainer.runner import Trainer
+
+    require_simulator("metaworld")
+    preset = dataclasses.replace(TINY, rl=dataclasses.replace(
+        TINY.rl, steps=2, trainer_overrides=(*TINY.rl.trainer_overrides, "runner.save_interval=1")))
+    train_step = Trainer.train_step
+
+    def stop_at_second_step(self, step):
+        if step == 1:
+            raise StopAtSecondStep("stopped")
+        return train_step(self, step)
+
+    monkeypatch.setattr(Trainer, "train_step", stop_at_second_step)
+    with pytest.raises(StopAtSecondStep):
+        run_main_job(preset, "flow-sde", seed=1, out=tmp_path, name="job")
+    job = tmp_path / "job"
+    assert not (job / "results.json").exists()
+    assert set(json.loads((job / JOB_STATE).read_text())["seconds"]) == {"collect", "sft"}
+    before = logged_evaluation(job / "rl" / "metrics.jsonl", 0)
+
+    monkeypatch.setattr(Trainer, "train_step", train_step)
+    results, summary = resume_main_job(job)
+    assert results["resumed_from_step"] == 1
+    assert {(r["split"], r["task"]): r["before"] for r in results["success"]} == before["table"]
+    assert results["mean"]["before"] == before["metrics"]["eval/success_once"]
+    seconds = results["seconds"]
+    assert seconds["total"] == pytest.approx(seconds["collect"] + seconds["sft"] + seconds["rl"])
+    assert seconds["eval_before"] == before["metrics"]["time/eval"]
+    logged = [json.loads(line) for line in (job / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged if "env/success_once" in r] == [1, 2]
+    assert [r["step"] for r in logged if "eval/success_once" in r] == [0, 2]
+    assert "| test | reach-v3 |" in summary
+
+    # Stopped after the last checkpoint and its evaluation, before results.json: nothing is trained again.
+    (job / "results.json").unlink()
+    again, _ = resume_main_job(job)
+    assert again["resumed_from_step"] == 2 and again["success"] == results["success"]
+    assert [json.loads(line) for line in (job / "rl" / "metrics.jsonl").read_text().splitlines()] == logged

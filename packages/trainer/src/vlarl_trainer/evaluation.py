@@ -90,6 +90,24 @@ def evaluate(
     return {"metrics": metrics, "table": table, "videos": videos, "episodes": per_episode}
 
 
+def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
+    """The ``metrics`` and ``table`` of the evaluation logged at ``step`` in metrics.jsonl (None when there
+    is none): a resumed run's report of an evaluation an earlier process ran."""
+    if not metrics_path.exists():
+        return None
+    for line in metrics_path.read_text().splitlines():
+        record = json.loads(line)
+        if record["step"] == step and "eval/success_once" in record:
+            metrics = {key: value for key, value in record.items() if key.startswith("eval/") or key == "time/eval"}
+            table = {}
+            for key, rate in metrics.items():
+                parts = key.split("/", 3)
+                if len(parts) == 4 and parts[2] == "success_once":
+                    table[(parts[1], parts[3])] = rate
+            return {"metrics": metrics, "table": table}
+    return None
+
+
 def format_table(before: dict | None, after: dict) -> str:
     """A Markdown table of success per task (and split): before and after, when both exist."""
     lines = ["| split | task | before | after |", "|---|---|---|---|"] if before else ["| split | task | success |", "|---|---|---|"]

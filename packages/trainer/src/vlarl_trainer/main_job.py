@@ -4,6 +4,7 @@
     vlarl-main-job --preset full --seed 1
     vlarl-main-job --preset full --variant grpo actor.lr=5e-5      # key=value goes to the trainer
     vlarl-main-job --preset full --demos-per-task 3 --sft-steps 400
+    vlarl-main-job --resume runs/main-full-flow-sde-seed1-20261124-173000   # after a stop during RL
 
 The stages: scripted-expert demonstrations of every task of the recipe's env (MetaWorld MT10),
 SFT of the recipe's policy on them (a tiny pi0 at 64 px), then RL from the SFT checkpoint with
@@ -15,6 +16,7 @@ and RL.
     <out>/<name>/demonstrations/   LeRobot v3.0 dataset (skipped with --dataset)
     <out>/<name>/sft/              the vlarl-sft run (checkpoints/, metrics.jsonl, tensorboard/)
     <out>/<name>/rl/               the vlarl-train run (metrics.jsonl, tensorboard/, videos/, checkpoints/)
+    <out>/<name>/job.json          the job's settings and finished stages (what --resume reads)
     <out>/<name>/results.json      success per task before and after RL, stage timings, paths
 """
 
@@ -31,7 +33,7 @@ from typing import Any
 
 from vlarl_trainer.config import TrainConfig, load_config
 from vlarl_trainer.evaluation import format_table
-from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, MainJobPreset
+from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
 from vlarl_trainer.run_dirs import make_run_dir, run_exists_error
 from vlarl_trainer.sft_config import SFTConfig
 
@@ -110,9 +112,10 @@ def reinforce(config: TrainConfig) -> dict[str, Any]:
 
 
 def job_results(preset: MainJobPreset, variant: str, seed: int, before: dict[str, Any], after: dict[str, Any],
-                sft_loss: dict[str, float], seconds: dict[str, float], paths: dict[str, Any]) -> dict[str, Any]:
+                sft_loss: dict[str, float], seconds: dict[str, float], paths: dict[str, Any],
+                resumed_from: int | None = None) -> dict[str, Any]:
     """What results.json holds: the settings, success per task and split before and after RL, the SFT
-    loss at its first and last log, timings and paths."""
+    loss at its first and last log, timings, paths, and the RL step a resumed job continued from."""
     rows = [{"split": split, "task": task, "before": before["table"].get((split, task)), "after": rate}
             for (split, task), rate in sorted(after["table"].items())]
     return {
@@ -125,13 +128,14 @@ def job_results(preset: MainJobPreset, variant: str, seed: int, before: dict[str
         "sft_loss": sft_loss,
         "seconds": seconds,
         "paths": paths,
+        "resumed_from_step": resumed_from,
     }
 
 
-def write_results(path: Path, results: dict[str, Any]) -> None:
+def write_json(path: Path, content: dict[str, Any]) -> None:
     """Written under a temporary name and renamed, as every file of a run is."""
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(results, indent=2) + "\n")
+    partial.write_text(json.dumps(content, indent=2) + "\n")
     os.replace(partial, path)
 
 
@@ -144,63 +148,142 @@ def summary_text(before: dict[str, Any], after: dict[str, Any], paths: dict[str,
     return "\n".join(lines)
 
 
+JOB_STATE = "job.json"
+"""The job's settings and the timings of its finished stages, rewritten after each stage: what
+``--resume`` continues from."""
+
+
+def preset_from_dict(saved: dict[str, Any]) -> MainJobPreset:
+    """The inverse of ``dataclasses.asdict`` on a preset, as job.json and results.json hold it."""
+    rl = dict(saved["rl"], trainer_overrides=tuple(saved["rl"]["trainer_overrides"]))
+    return MainJobPreset(name=saved["name"], collect=CollectStage(**saved["collect"]), sft=SFTStage(**saved["sft"]),
+                         rl=RLStage(**rl))
+
+
 def run_main_job(preset: MainJobPreset, variant: str = "flow-sde", seed: int = 0, out: str | Path = "runs",
                  name: str | None = None, overrides: list[str] | None = None,
                  dataset: str | Path | None = None) -> tuple[dict[str, Any], str]:
     """Run every stage in a new folder ``<out>/<name>``; returns results.json's content and the summary text."""
-    from vlarl_trainer.sft import run_sft
     from vlarl_trainer.validation import validate
 
     name = name or f"main-{preset.name}-{variant}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    started = time.perf_counter()
     job_dir = Path(out) / name
-    sft_checkpoint = job_dir / "sft" / "checkpoints" / f"step_{preset.sft.steps}"
-    config = trainer_config(preset, variant, seed, job_dir, sft_checkpoint, list(overrides or []))
+    state = {"preset": dataclasses.asdict(preset), "variant": variant, "seed": seed, "overrides": list(overrides or []),
+             "dataset": None if dataset is None else str(dataset), "seconds": {}}
     # A bad override or a taken name stops the job here, not after the demonstrations and SFT.
     if job_dir.exists():
         raise run_exists_error(job_dir, EXISTING_JOB_HINT)
-    validate(config)
+    validate(job_config(job_dir, state))
     make_run_dir(job_dir, EXISTING_JOB_HINT)
-    seconds: dict[str, float] = {}
+    write_json(job_dir / JOB_STATE, state)
+    return continue_job(job_dir, state)
+
+
+def resume_main_job(job_dir: str | Path) -> tuple[dict[str, Any], str]:
+    """Finish a job that stopped during RL: its RL run continues from its last checkpoint (the trainer's
+    ``resume=``), or starts again when it stopped before the first one; the earlier stages are kept."""
+    job_dir = Path(job_dir)
+    if not (job_dir / JOB_STATE).exists():
+        raise ValueError(f"--resume {job_dir}: expected a vlarl-main-job run directory with {JOB_STATE}, found none")
+    if (job_dir / "results.json").exists():
+        raise FileExistsError(f"--resume {job_dir}: the job has finished already (results.json exists)")
+    state = json.loads((job_dir / JOB_STATE).read_text())
+    unfinished = [stage for stage in ("collect", "sft") if stage not in state["seconds"]]
+    if unfinished:
+        raise ValueError(f"--resume {job_dir}: the job stopped during {unfinished[0]}, before RL, and only RL "
+                         f"continues; start a new job")
+    return continue_job(job_dir, state)
+
+
+def job_config(job_dir: Path, state: dict[str, Any]) -> TrainConfig:
+    preset = preset_from_dict(state["preset"])
+    sft_checkpoint = job_dir / "sft" / "checkpoints" / f"step_{preset.sft.steps}"
+    return trainer_config(preset, state["variant"], state["seed"], job_dir, sft_checkpoint, state["overrides"])
+
+
+def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The stages job.json does not record as finished, then results.json."""
+    from vlarl_trainer.sft import run_sft
+
+    preset, seconds = preset_from_dict(state["preset"]), state["seconds"]
+    config = job_config(job_dir, state)
+    dataset_path = Path(state["dataset"]) if state["dataset"] is not None else job_dir / "demonstrations"
+    started, runs_every_stage = time.perf_counter(), not seconds
+    if "collect" not in seconds:
+        mark = time.perf_counter()
+        if state["dataset"] is None:
+            print(f"== demonstrations: {preset.collect.episodes_per_task} per task of {config.env.id}", flush=True)
+            collect(preset, config, dataset_path)
+        seconds["collect"] = time.perf_counter() - mark
+        write_json(job_dir / JOB_STATE, state)
+
+    if "sft" not in seconds:
+        mark = time.perf_counter()
+        print(f"== SFT: {preset.sft.steps} steps", flush=True)
+        sft = run_sft(sft_config(preset, config, dataset_path, job_dir))
+        seconds["sft"] = time.perf_counter() - mark
+        state["sft"] = {"run_dir": str(sft.run_dir), "checkpoint": str(sft.checkpoint),
+                        "loss": {"first": sft.first_loss, "final": sft.final_loss}}
+        write_json(job_dir / JOB_STATE, state)
+    sft_dir = Path(state["sft"]["run_dir"])
 
     mark = time.perf_counter()
-    dataset_path = Path(dataset) if dataset is not None else job_dir / "demonstrations"
-    if dataset is None:
-        print(f"== demonstrations: {preset.collect.episodes_per_task} per task of {config.env.id}", flush=True)
-        collect(preset, config, dataset_path)
-    seconds["collect"] = time.perf_counter() - mark
-
-    mark = time.perf_counter()
-    print(f"== SFT: {preset.sft.steps} steps", flush=True)
-    sft = run_sft(sft_config(preset, config, dataset_path, job_dir))
-    seconds["sft"] = time.perf_counter() - mark
-
-    mark = time.perf_counter()
-    print(f"== RL: {config.recipe}, {config.runner.max_steps} steps from {sft.checkpoint}", flush=True)
+    config, resumed_from = rl_stage_config(job_dir, config)
+    print(f"== RL: {config.recipe}, {config.runner.max_steps} steps from "
+          f"{config.policy.pretrained if resumed_from is None else f'step {resumed_from}'}", flush=True)
     trained = reinforce(config)
     seconds["rl"] = time.perf_counter() - mark
-    before, after = trained["before"], trained["after"]
+    rl_dir = Path(trained["run_dir"])
+    before = trained.get("before")
+    if before is None:
+        raise ValueError(f"--resume {job_dir}: {rl_dir / 'metrics.jsonl'} has lost the evaluation before RL")
+    if resumed_from is not None:
+        logged = [json.loads(line) for line in (rl_dir / "metrics.jsonl").read_text().splitlines()]
+        # The steps kept from before the stop count with their logged times; the replayed ones count once.
+        seconds["rl"] += sum(r.get("time/step", 0.0) + r.get("time/eval", 0.0)
+                             for r in logged if r["step"] <= resumed_from)
+    # A resumed job's total is the sum of its stages: the time between the stop and --resume is no work.
+    seconds["total"] = (time.perf_counter() - started if runs_every_stage
+                        else seconds["collect"] + seconds["sft"] + seconds["rl"])
+    after = trained["after"]
     seconds["eval_before"] = before["metrics"]["time/eval"]
     seconds["eval_after"] = after["metrics"]["time/eval"]
-    seconds["total"] = time.perf_counter() - started
 
-    rl_dir = Path(trained["run_dir"])
     videos = rl_dir / "videos"
     paths = {
         "run": str(job_dir),
         "dataset": str(dataset_path),
-        "sft_checkpoint": str(sft.checkpoint),
+        "sft_checkpoint": state["sft"]["checkpoint"],
         "rl_run": str(rl_dir),
-        "tensorboard": {"sft": str(sft.run_dir / "tensorboard"), "rl": str(rl_dir / "tensorboard")},
-        "metrics": {"sft": str(sft.run_dir / "metrics.jsonl"), "rl": str(rl_dir / "metrics.jsonl")},
+        "tensorboard": {"sft": str(sft_dir / "tensorboard"), "rl": str(rl_dir / "tensorboard")},
+        "metrics": {"sft": str(sft_dir / "metrics.jsonl"), "rl": str(rl_dir / "metrics.jsonl")},
         "videos": str(videos),
         "video_files": sorted(str(path) for path in videos.rglob("*.mp4")),
         "results": str(job_dir / "results.json"),
     }
-    results = job_results(preset, variant, seed, before, after, {"first": sft.first_loss, "final": sft.final_loss},
-                          seconds, paths)
-    write_results(job_dir / "results.json", results)
+    results = job_results(preset, state["variant"], state["seed"], before, after, state["sft"]["loss"], seconds,
+                          paths, resumed_from)
+    write_json(job_dir / "results.json", results)
     return results, summary_text(before, after, paths)
+
+
+def rl_stage_config(job_dir: Path, config: TrainConfig) -> tuple[TrainConfig, int | None]:
+    """The trainer config that carries the RL stage on, and the step it resumes from (None: from the start).
+    An RL run that stopped before its first checkpoint is moved aside, kept, and RL starts again."""
+    from vlarl_trainer import checkpoint as checkpoints
+    from vlarl_trainer.runner import resumed_config
+
+    rl_dir = job_dir / config.runner.name
+    if not rl_dir.exists():
+        return config, None
+    latest = checkpoints.latest_checkpoint(rl_dir)
+    if latest is None or not (rl_dir / "config.yaml").exists():
+        attempt = 1
+        while rl_dir.with_name(f"{rl_dir.name}-interrupted-{attempt}").exists():
+            attempt += 1
+        rl_dir.rename(rl_dir.with_name(f"{rl_dir.name}-interrupted-{attempt}"))
+        return config, None
+    return resumed_config(str(rl_dir), []), checkpoints.read_state(latest)["step"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,25 +291,36 @@ def main(argv: list[str] | None = None) -> int:
     from vlarl_trainer.cluster import WorkerFailure
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="demo")
-    parser.add_argument("--variant", choices=sorted(VARIANT_RECIPES), default="flow-sde",
+    parser.add_argument("--preset", choices=sorted(PRESETS))
+    parser.add_argument("--variant", choices=sorted(VARIANT_RECIPES),
                         help="the RL recipe: PPO with flow-SDE (default) or flow-noise, or GRPO")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="runs", help="parent folder of the run directory")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--out", help="parent folder of the run directory (default: runs)")
     parser.add_argument("--name", help="run directory name (default: main-<preset>-<variant>-seed<N>-<time>)")
     parser.add_argument("--dataset", help="reuse these demonstrations (a vlarl-collect dataset) instead of collecting")
     parser.add_argument("--demos-per-task", type=int, help="demonstrations per task instead of the preset's")
     parser.add_argument("--sft-steps", type=int, help="SFT steps instead of the preset's")
+    parser.add_argument("--resume", metavar="RUN_DIR",
+                        help="finish a job that stopped during RL, with the settings it started with")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="trainer settings, e.g. actor.lr=5e-5")
     args = parser.parse_args(argv)
     malformed = [o for o in args.overrides if "=" not in o]
     if malformed:
         parser.error(f"trainer overrides are key=value, got {malformed}")
+    settings = {"--preset": args.preset, "--variant": args.variant, "--seed": args.seed, "--out": args.out,
+                "--name": args.name, "--dataset": args.dataset, "--demos-per-task": args.demos_per_task,
+                "--sft-steps": args.sft_steps, "KEY=VALUE": args.overrides or None}
+    if args.resume is not None and any(value is not None for value in settings.values()):
+        given = [option for option, value in settings.items() if value is not None]
+        parser.error(f"--resume continues a job with the settings in its {JOB_STATE}; drop {', '.join(given)}")
     try:
-        preset = with_stage_sizes(PRESETS[args.preset], args.demos_per_task, args.sft_steps)
-        print("preset:", json.dumps(dataclasses.asdict(preset)), flush=True)
-        _, summary = run_main_job(preset, args.variant, args.seed, args.out, args.name,
-                                  args.overrides, args.dataset)
+        if args.resume is not None:
+            _, summary = resume_main_job(args.resume)
+        else:
+            preset = with_stage_sizes(PRESETS[args.preset or "demo"], args.demos_per_task, args.sft_steps)
+            print("preset:", json.dumps(dataclasses.asdict(preset)), flush=True)
+            _, summary = run_main_job(preset, args.variant or "flow-sde", 0 if args.seed is None else args.seed,
+                                      args.out or "runs", args.name, args.overrides, args.dataset)
     except (ValueError, FileExistsError) as error:
         print(f"vlarl-main-job: {error}", file=sys.stderr)
         return 2

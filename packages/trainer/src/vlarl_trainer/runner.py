@@ -19,7 +19,7 @@ from vlarl_trainer import checkpoint as checkpoints
 from vlarl_trainer.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.cluster import WorkerGroup, free_port, gpu_bundles, gpu_count, start_ray, wait_all
 from vlarl_trainer.config import TrainConfig, config_from_yaml, to_yaml
-from vlarl_trainer.evaluation import env_tasks, evaluate, evaluation_options
+from vlarl_trainer.evaluation import env_tasks, evaluate, evaluation_options, logged_evaluation
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.placement import device_count
 from vlarl_trainer.rollout import Shards, run_episodes
@@ -134,9 +134,16 @@ class Trainer:
         logger = MetricLogger(self.run_dir, config.runner.logger, dataclasses.asdict(config),
                               config.runner.max_steps, self.start_step, config.runner.progress)
         results: dict[str, Any] = {}
+        metrics_path = self.run_dir / "metrics.jsonl"
         try:
-            if self.start_step == 0 and config.eval.at_start:
-                results["before"] = self._evaluate(0, logger)
+            if config.eval.at_start:
+                # A resumed run reports the evaluation before training that its first process logged.
+                results["before"] = (self._evaluate(0, logger) if self.start_step == 0
+                                     else logged_evaluation(metrics_path, 0))
+            if self.start_step == config.runner.max_steps:
+                # Stopped after its last checkpoint: the final evaluation, unless it was logged before the stop.
+                results["after"] = (logged_evaluation(metrics_path, self.start_step)
+                                    or self._evaluate(self.start_step, logger))
             for step in range(self.start_step, config.runner.max_steps):
                 metrics = self.train_step(step)
                 logger.log(step + 1, metrics)
