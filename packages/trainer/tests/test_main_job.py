@@ -90,7 +90,7 @@ def test_results_json_and_the_final_table(tmp_path):
     paths = {"tensorboard": {"sft": "j/sft/tensorboard", "rl": "j/rl/tensorboard"}, "videos": "j/rl/videos",
              "video_files": ["j/rl/videos/eval_step_0/round_000.mp4"], "results": str(tmp_path / "results.json")}
     results = job_results(PRESETS["demo"], "flow-sde", 2, before, after, {"first": 1.2, "final": 0.3}, {"sft": 10.0},
-                          paths)
+                          paths, overrides=["actor.lr=5e-5"])
     write_json(tmp_path / "results.json", results)
 
     saved = json.loads((tmp_path / "results.json").read_text())
@@ -99,7 +99,7 @@ def test_results_json_and_the_final_table(tmp_path):
     assert saved["mean"] == pytest.approx({"before": 0.1, "after": 0.4})
     assert saved["sft_loss"] == {"first": 1.2, "final": 0.3} and saved["seconds"] == {"sft": 10.0}
     assert saved["seed"] == 2 and saved["recipe"] == "metaworld_10_ppo_openpi_tiny"
-    assert saved["resumed_from_step"] is None
+    assert saved["resumed_from_step"] is None and saved["overrides"] == ["actor.lr=5e-5"]
     assert saved["preset"]["sft"] == dataclasses.asdict(PRESETS["demo"].sft)
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
 

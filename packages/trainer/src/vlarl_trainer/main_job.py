@@ -113,9 +113,10 @@ def reinforce(config: TrainConfig) -> dict[str, Any]:
 
 def job_results(preset: MainJobPreset, variant: str, seed: int, before: dict[str, Any], after: dict[str, Any],
                 sft_loss: dict[str, float], seconds: dict[str, float], paths: dict[str, Any],
-                resumed_from: int | None = None) -> dict[str, Any]:
-    """What results.json holds: the settings, success per task and split before and after RL, the SFT
-    loss at its first and last log, timings, paths, and the RL step a resumed job continued from."""
+                resumed_from: int | None = None, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """What results.json holds: the settings (the user's trainer overrides among them, so that a record
+    names every number its run changed), success per task and split before and after RL, the SFT loss at
+    its first and last log, timings, paths, and the RL step a resumed job continued from."""
     rows = [{"split": split, "task": task, "before": before["table"].get((split, task)), "after": rate}
             for (split, task), rate in sorted(after["table"].items())]
     return {
@@ -123,6 +124,7 @@ def job_results(preset: MainJobPreset, variant: str, seed: int, before: dict[str
         "variant": variant,
         "recipe": VARIANT_RECIPES[variant],
         "seed": seed,
+        "overrides": list(overrides),
         "success": rows,
         "mean": {"before": before["metrics"]["eval/success_once"], "after": after["metrics"]["eval/success_once"]},
         "sft_loss": sft_loss,
@@ -262,7 +264,7 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
         "results": str(job_dir / "results.json"),
     }
     results = job_results(preset, state["variant"], state["seed"], before, after, state["sft"]["loss"], seconds,
-                          paths, resumed_from)
+                          paths, resumed_from, state["overrides"])
     write_json(job_dir / "results.json", results)
     return results, summary_text(before, after, paths)
 
