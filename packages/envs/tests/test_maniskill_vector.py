@@ -57,11 +57,12 @@ def test_batched_same_step_autoreset_with_statistics(batched_cpu):
     assert truncations == [[False], [False], [True]]  # the counters restarted with the new episode
 
 
-def test_batched_shaped_reward_pays_the_rise_of_the_dense_reward():
-    """Sub-step by sub-step, across an autoreset: the potential is the dense reward, 0 at episode end."""
+def test_batched_shaped_and_progress_rewards_pay_the_rise_of_the_dense_reward():
+    """Sub-step by sub-step, across an autoreset: the potential is the dense reward, which ``shaped``
+    takes as 0 at the episode's end and ``progress`` does not."""
     actions = np.random.default_rng(0).uniform(-1, 1, (4, 1, 2, 7)).astype(np.float32)
     chunk_rewards = {}
-    for mode in ("dense", "shaped"):
+    for mode in ("dense", "shaped", "progress"):
         env = ManiSkillBatchedEnv(
             "PickCube", PICK_CUBE, 1, obs_mode="state", horizon=6, action_chunk=2, reward_mode=mode,
             sim_backend="physx_cpu", seed=0,
@@ -77,6 +78,10 @@ def test_batched_shaped_reward_pays_the_rise_of_the_dense_reward():
     potential[5] = 0.0
     assert chunk_rewards["shaped"] == pytest.approx(np.diff(potential, prepend=0.0), abs=1e-6)
     assert chunk_rewards["shaped"][:6].sum() == pytest.approx(0.0, abs=1e-6)
+    progress_rewards = np.diff(chunk_rewards["dense"], prepend=0.0)
+    progress_rewards[6] = chunk_rewards["dense"][6]  # the episode after the autoreset starts from 0
+    assert chunk_rewards["progress"] == pytest.approx(progress_rewards, abs=1e-6)
+    assert chunk_rewards["progress"][:6].sum() == pytest.approx(chunk_rewards["dense"][5], abs=1e-6)
 
 
 def test_batched_action_chunks_and_bad_actions():

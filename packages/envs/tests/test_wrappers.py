@@ -27,6 +27,7 @@ def run_episode(env, action=ZERO):
         ("only_at_end", [0, 0, 0, 0, 0, 1]),
         ("dense", [1, 2, 3, 4, 5, 6]),
         ("shaped", [1, 1, 2, 1, 1, -5]),
+        ("progress", [1, 1, 2, 1, 1, 1]),
     ],
 )
 def test_reward_modes(mode, expected, counter_env):
@@ -56,8 +57,11 @@ def test_shaped_needs_a_positive_dense_reward_max(counter_env):
     dense_reward_max=st.floats(0.5, 20),
     terminate_on_success=st.booleans(),
 )
-def test_shaped_return_equals_sparse_return(counter_env, dense, success_flags, dense_reward_max, terminate_on_success):
-    """The shaping telescopes to zero over any episode, ended by success or by the horizon."""
+def test_shaped_and_progress_returns_against_the_sparse_return(
+    counter_env, dense, success_flags, dense_reward_max, terminate_on_success
+):
+    """Over any episode, ended by success or by the horizon, the shaping terms telescope: to zero
+    under ``shaped``, to the scaled dense reward of the last step under ``progress``."""
 
     class Scripted(counter_env):
         def step(self, action):
@@ -68,10 +72,17 @@ def test_shaped_return_equals_sparse_return(counter_env, dense, success_flags, d
             return obs, dense[self.steps - 1], terminated, truncated, {"success": success}
 
     returns = {}
-    for mode in ("sparse", "shaped"):
+    for mode in ("sparse", "shaped", "progress"):
         rewards, _ = run_episode(RewardMode(Scripted(horizon=len(dense)), mode, dense_reward_max))
         returns[mode] = sum(rewards)
+    final_potential = dense[len(rewards) - 1] / dense_reward_max
     assert returns["shaped"] == pytest.approx(returns["sparse"], abs=1e-9)
+    assert returns["progress"] == pytest.approx(returns["sparse"] + final_potential, abs=1e-9)
+
+
+def test_progress_pays_a_failed_episode_for_how_far_it_got(counter_env):
+    rewards, _ = run_episode(RewardMode(counter_env(success_from=99), "progress", dense_reward_max=10))
+    assert rewards == pytest.approx([0.1] * 6) and sum(rewards) == pytest.approx(0.6)
 
 
 def test_shaped_pays_progress_before_success(counter_env):

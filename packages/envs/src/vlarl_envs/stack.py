@@ -21,8 +21,8 @@ def wrap_contract(
 
     Args:
         env: the simulator env, already producing the contract's observations.
-        reward_mode: "sparse", "only_at_end", "dense" or "shaped" (see ``RewardMode``).
-        dense_reward_max: the simulator's largest dense reward; "shaped" divides by it.
+        reward_mode: "sparse", "only_at_end", "dense", "shaped" or "progress" (see ``RewardMode``).
+        dense_reward_max: the simulator's largest dense reward; "shaped" and "progress" divide by it.
         action_chunk: None for single actions, or C for ``(C, A)`` chunk actions.
         video_dir: where to write episode mp4s; None records nothing.
         video_fps: frames per second of those videos.

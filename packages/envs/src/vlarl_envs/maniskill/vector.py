@@ -220,8 +220,9 @@ class ManiSkillBatchedEnv(VectorEnv):
 
     def _reward(self, sim_reward, success, done_now, running):
         """The reward modes of ``vlarl_envs.wrappers.RewardMode``, batched; ManiSkill's
-        normalized dense reward already lies in [0, 1], so ``shaped`` uses it as the potential. The
-        potential drops to 0 on the step that ends an episode, so the next one starts from 0."""
+        normalized dense reward already lies in [0, 1], so ``shaped`` and ``progress`` use it as the
+        potential. ``shaped`` pays its drop to 0 on the step that ends an episode, ``progress`` does
+        not; under both the next episode starts from 0."""
         import torch
 
         sparse = (success & ~self._succeeded).float()
@@ -229,10 +230,11 @@ class ManiSkillBatchedEnv(VectorEnv):
             return sparse
         if self.reward_mode == "only_at_end":
             return (success & done_now).float()
-        if self.reward_mode == "shaped":
-            potential = torch.where(running & ~done_now, sim_reward.float(), 0.0)
+        if self.reward_mode in ("shaped", "progress"):
+            reached = torch.where(running, sim_reward.float(), 0.0)
+            potential = torch.where(done_now, 0.0, reached) if self.reward_mode == "shaped" else reached
             shaped = sparse + potential - self._potential
-            self._potential = potential
+            self._potential = torch.where(done_now, 0.0, potential)
             return shaped
         return sim_reward.float()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-REWARD_MODES = ("sparse", "only_at_end", "dense", "shaped")
+REWARD_MODES = ("sparse", "only_at_end", "dense", "shaped", "progress")
 
 
 class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -22,6 +22,12 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
       sparse return and policies rank as under ``sparse``; yet each step is paid for progress,
       which a critic that has not learned yet cannot supply. ``dense`` with termination on
       success instead pays a policy to hover short of success.
+    - ``progress``: ``shaped`` without the drop to 0 on the step that ends the episode, so an
+      episode's undiscounted return is its sparse return plus ``phi`` of the state it ends in.
+      Under ``shaped`` an episode that never succeeds returns 0 however close it came, so once
+      the critic has learned, a task the policy never solves gives no gradient; here it is paid
+      for how far it got. ``phi`` lies in [0, 1], so success (1 + ``phi``) still outranks
+      hovering short of it.
     """
 
     def __init__(self, env: gym.Env, mode: str = "sparse", dense_reward_max: float = 1.0) -> None:
@@ -48,8 +54,9 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
             reward = float(success and not self._succeeded)
         elif self.mode == "only_at_end":
             reward = float(success and (terminated or truncated))
-        elif self.mode == "shaped":
-            potential = 0.0 if terminated or truncated else float(reward) / self.dense_reward_max
+        elif self.mode in ("shaped", "progress"):
+            ends_shaping = self.mode == "shaped" and (terminated or truncated)
+            potential = 0.0 if ends_shaping else float(reward) / self.dense_reward_max
             reward = float(success and not self._succeeded) + potential - self._potential
             self._potential = potential
         self._succeeded = self._succeeded or success
