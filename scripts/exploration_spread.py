@@ -9,6 +9,9 @@ than the distance left to the goal means the noisy episodes of one initial state
 a reward mode that pays only success gives RL nothing to rank among them.
 
     uv run python scripts/exploration_spread.py <checkpoint> --task reach-v3 --episodes 8 --samples 6
+
+``--noise-level`` samples the flow-SDE at another level than the checkpoint's, to see how much
+wider exploration would reach before training with it.
 """
 
 from __future__ import annotations
@@ -91,6 +94,17 @@ def episode_ends(policy, task: str, episode_ids, samples: int, image_size: int =
     return results
 
 
+def with_noise_level(policy, noise_level: float):
+    """Make ``policy`` sample its flow-SDE steps at ``noise_level`` (the config is read at every sample)."""
+    if getattr(policy.config, "noise_method", None) != "flow_sde":
+        raise ValueError(f"--noise-level needs a flow_sde policy, got noise_method "
+                         f"{getattr(policy.config, 'noise_method', None)!r}")
+    if not noise_level >= 0:
+        raise ValueError(f"noise level must be >= 0, got {noise_level}")
+    policy.config.noise_level = float(noise_level)
+    return policy
+
+
 def report(results: list[EpisodeEnds]) -> str:
     lines = ["| episode | start to goal (m) | deterministic end to goal | noisy ends to goal (mean, min-max) "
              "| noisy successes | noisy spread (m) | final dense, deterministic / noisy mean |",
@@ -113,9 +127,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=6, help="noisy episodes per initial state")
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--horizon", type=int, default=100)
+    parser.add_argument("--noise-level", type=float, default=None,
+                        help="flow-SDE noise level to sample with (default: the checkpoint's)")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     policy = vlarl_policies.from_pretrained(args.checkpoint)
+    if args.noise_level is not None:
+        with_noise_level(policy, args.noise_level)
     print(report(episode_ends(policy, args.task, range(args.episodes), args.samples, args.image_size, args.horizon)))
 
 

@@ -58,3 +58,16 @@ def test_bad_arguments_name_what_was_expected(script, policy):
         script.episode_ends(policy, "reach-v3", [0], samples=1)
     with pytest.raises(ValueError, match=r"horizon \(10\) must be a multiple of the policy's action_chunk \(4\)"):
         script.episode_ends(policy, "reach-v3", [0], samples=2, horizon=10)
+
+
+def test_a_higher_noise_level_spreads_the_endpoints_further(script):
+    policy = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, action_chunk=4,
+                                 noise_method="flow_sde", noise_level=0.2)
+    narrow = script.episode_ends(policy, "reach-v3", [0], samples=3, horizon=12)[0].noisy_spread
+    wide = script.episode_ends(script.with_noise_level(policy, 2.0), "reach-v3", [0], samples=3, horizon=12)[0]
+    assert wide.noisy_spread > narrow
+    with pytest.raises(ValueError, match="noise level must be >= 0, got -1"):
+        script.with_noise_level(policy, -1.0)
+    ode = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, noise_method="flow_ode")
+    with pytest.raises(ValueError, match="needs a flow_sde policy, got noise_method 'flow_ode'"):
+        script.with_noise_level(ode, 1.0)
