@@ -130,7 +130,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--noise-level", type=float, default=None,
                         help="flow-SDE noise level to sample with (default: the checkpoint's)")
     args = parser.parse_args(argv)
-    torch.manual_seed(0)
     policy = vlarl_policies.from_pretrained(args.checkpoint)
     if args.noise_level is not None:
         with_noise_level(policy, args.noise_level)

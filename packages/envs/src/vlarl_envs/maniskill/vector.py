@@ -231,10 +231,11 @@ class ManiSkillBatchedEnv(VectorEnv):
         if self.reward_mode == "only_at_end":
             return (success & done_now).float()
         if self.reward_mode in ("shaped", "progress"):
-            reached = torch.where(running, sim_reward.float(), 0.0)
-            potential = torch.where(done_now, 0.0, reached) if self.reward_mode == "shaped" else reached
-            shaped = sparse + potential - self._potential
-            self._potential = torch.where(done_now, 0.0, potential)
+            potential = torch.where(running, sim_reward.float(), 0.0)
+            next_start = torch.where(done_now, 0.0, potential)
+            paid = next_start if self.reward_mode == "shaped" else potential
+            shaped = sparse + paid - self._potential
+            self._potential = next_start
             return shaped
         return sim_reward.float()
 
