@@ -152,6 +152,22 @@ def test_resume_continues_exactly(tmp_path):
             assert got[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
 
 
+def test_evaluation_after_training_scores_the_saved_policy(tmp_path):
+    # The progress reward ends each return at the dense reward of the last state, so a return tells
+    # two policies apart where success alone (0 for both) would not.
+    progress = "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10, reward_mode: progress}"
+    trained = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", "eval.at_start=true",
+                           "actor.lr=1e-3", progress, name="trained")
+    results = run_and_close(trained)
+    checkpoint = trained.run_dir / "checkpoints" / "step_1" / "policy"
+    reloaded = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", "eval.at_start=true",
+                            f"policy.pretrained={checkpoint}", progress, name="reloaded")
+    saved_policy = run_and_close(reloaded)["before"]["metrics"]["eval/return"]
+    before, after = (results[key]["metrics"]["eval/return"] for key in ("before", "after"))
+    assert after != pytest.approx(before, abs=1e-6), "one update at lr 1e-3 should change the evaluated return"
+    assert after == pytest.approx(saved_policy, rel=1e-5, abs=1e-6)
+
+
 def test_two_actor_ranks_make_the_same_update_as_one(tmp_path):
     # Some parameters have a zero true gradient (a key bias under softmax); Adam would turn their
     # rounding noise into full steps of random sign, so a large eps keeps such noise inert.

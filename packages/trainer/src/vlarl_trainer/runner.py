@@ -163,8 +163,7 @@ class Trainer:
         config, layout = self.config, self.layout
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        weights = ray.put(self.actor.get(self.actor.workers[0].weights.remote()))
-        self.rollout.get(self.rollout.call("load_weights", weights, step))
+        self._sync_weights(step)
         timings["time/sync_weights"] = time.perf_counter() - start
 
         mark = time.perf_counter()
@@ -196,9 +195,17 @@ class Trainer:
         timings["time/step"] = time.perf_counter() - start
         return {**metrics, **timings}
 
+    def _sync_weights(self, step: int) -> None:
+        """The actor's weights to every rollout worker, as the policy of training step ``step``."""
+        weights = ray.put(self.actor.get(self.actor.workers[0].weights.remote()))
+        self.rollout.get(self.rollout.call("load_weights", weights, step))
+
     def _evaluate(self, step: int, logger: MetricLogger) -> dict[str, Any]:
+        """Evaluate the actor's policy after ``step`` updates: the rollout workers still hold the weights
+        the last rollout sampled with, one update behind (or, on resume, the starting policy)."""
         config = self.config
         start = time.perf_counter()
+        self._sync_weights(step)
         video_dir = self.run_dir / "videos" / f"eval_step_{step}" if config.eval.video else None
         report = evaluate(self.shards, evaluation_options(config), self.layout.chunk_steps, config.runner.seed,
                           video_dir)
