@@ -129,6 +129,10 @@ class VLAPolicy(nn.Module):
     def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False) -> ActOutput:
         """Sample an action chunk for a batch of observations (the env contract with a batch axis)."""
 
+    def set_global_step(self, step: int) -> None:
+        """The trainer's current step, for policies whose sampling follows a schedule over training
+        (pi0's ``noise_anneal``); policies without one ignore it."""
+
     @abstractmethod
     def evaluate(
         self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True, compute_values: bool = True

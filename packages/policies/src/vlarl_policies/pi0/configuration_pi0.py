@@ -66,6 +66,12 @@ class Pi0Config(PolicyConfig):
     # RL sampling and log-probabilities.
     noise_method: str = "flow_sde"
     noise_level: float = 0.5
+    noise_anneal: bool = False
+    noise_params: tuple[float, float, int] = (0.7, 0.3, 400)
+    """flow_sde's noise level under ``noise_anneal`` (which replaces ``noise_level``): (start, end, steps),
+    falling linearly from start to end over the first ``steps`` training steps, then held at end;
+    wide exploration while the policy is far from the task, finer steps once it succeeds (RLinf's names
+    and defaults)."""
     noise_logvar_range: tuple[float, float] = (0.08, 0.16)
     noise_head_hidden: tuple[int, ...] = (128, 64)
     joint_logprob: bool = False
@@ -105,11 +111,21 @@ class Pi0Config(PolicyConfig):
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.noise_level < 0:
             raise ValueError(f"noise_level must be >= 0, got {self.noise_level}")
+        self._check_noise_anneal()
         low, high = self.noise_logvar_range
         if not 0 < low <= high:
             raise ValueError(f"noise_logvar_range must be (min_std, max_std) with 0 < min <= max, got {(low, high)}")
         if self.train_expert_only and self.lora_rank > 0:
             raise ValueError("train_expert_only freezes the VLM and lora_rank > 0 trains adapters on it; choose one")
+
+    def _check_noise_anneal(self) -> None:
+        if len(self.noise_params) != 3:
+            raise ValueError(f"noise_params must be (start, end, steps), got {self.noise_params!r}")
+        start, end, steps = self.noise_params
+        if start < 0 or end < 0 or steps <= 0 or steps != int(steps):
+            raise ValueError(f"noise_params must be (start >= 0, end >= 0, whole steps > 0), got {self.noise_params!r}")
+        if self.noise_anneal and self.noise_method != "flow_sde":
+            raise ValueError(f"noise_anneal schedules flow_sde's noise level; noise_method is {self.noise_method!r}")
 
     @property
     def vlm_trainable(self) -> bool:

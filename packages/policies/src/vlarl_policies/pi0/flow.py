@@ -42,8 +42,9 @@ def ode_mean(x: Tensor, v: Tensor, delta: float) -> Tensor:
     return x - delta * v
 
 
-def sde_sigma(step: Tensor, num_steps: int, noise_level: float) -> Tensor:
-    """sigma_k = a * sqrt(t_k / (1 - t'_k)) for integer steps k [...] (float32, same shape).
+def sde_sigma(step: Tensor, num_steps: int, noise_level: float | Tensor) -> Tensor:
+    """sigma_k = a * sqrt(t_k / (1 - t'_k)) for integer steps k [...] (float32, same shape); the level a
+    is one number or one per step entry.
 
     t'_k = t_k except at k = 0, where t = 1 would divide by zero and t_1 is used instead.
     """
@@ -51,6 +52,11 @@ def sde_sigma(step: Tensor, num_steps: int, noise_level: float) -> Tensor:
     t = grid[step]
     t_safe = torch.where(step == 0, grid[1], t)
     return noise_level * torch.sqrt(t / (1.0 - t_safe))
+
+
+def annealed_noise_level(start: float, end: float, steps: int, step: int) -> float:
+    """The noise level at training step ``step``: linear from ``start`` to ``end`` over ``steps`` steps, then ``end``."""
+    return start + (end - start) * min(step, steps) / steps
 
 
 def sde_step(x: Tensor, v: Tensor, t: Tensor, delta: float, sigma: Tensor) -> tuple[Tensor, Tensor]:

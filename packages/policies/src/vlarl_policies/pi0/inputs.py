@@ -33,7 +33,8 @@ from vlarl_policies.processors import (
 )
 from vlarl_policies.tokenizer import PromptTokenizer
 
-FORWARD_INPUT_KEYS = ("images", "image_masks", "tokens", "token_masks", "states", "chains", "denoise_inds")
+FORWARD_INPUT_KEYS = ("images", "image_masks", "tokens", "token_masks", "states", "chains", "denoise_inds",
+                      "noise_levels")
 
 
 class ObservationEncoder(nn.Module):
@@ -107,3 +108,6 @@ def check_forward_inputs(forward_inputs: Mapping[str, Tensor], config: Pi0Config
     steps = forward_inputs["denoise_inds"]
     if steps.ndim != 2 or steps.shape[0] != batch:
         raise ValueError(f"forward_inputs['denoise_inds'] must have shape [B={batch}, n], got {list(steps.shape)}")
+    levels = forward_inputs["noise_levels"]
+    if tuple(levels.shape) != (batch,):
+        raise ValueError(f"forward_inputs['noise_levels'] must have shape [B={batch}], got {list(levels.shape)}")

@@ -46,6 +46,7 @@ class Pi0Policy(VLAPolicy):
 
     def __init__(self, config: Pi0Config, tokenizer: PromptTokenizer) -> None:
         super().__init__(config, tokenizer)
+        self.global_step = 0
         if tokenizer.vocab_size > config.vocab_size:
             raise ValueError(
                 f"tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is {config.vocab_size}"
@@ -119,11 +120,13 @@ class Pi0Policy(VLAPolicy):
         hidden = self.expert(cache, embeds, blocks, cond)[:, -horizon:]
         return self.action_out_proj(hidden).float(), hidden
 
-    def step_distribution(self, x: Tensor, v: Tensor, steps: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean and std [B, H, D] of a stochastic transition (flow_sde or flow_noise) at integer steps [B]."""
+    def step_distribution(self, x: Tensor, v: Tensor, steps: Tensor, hidden: Tensor, noise_levels: Tensor
+                          ) -> tuple[Tensor, Tensor]:
+        """Mean and std [B, H, D] of a stochastic transition (flow_sde or flow_noise) at integer steps [B];
+        ``noise_levels`` [B] are flow_sde's levels the samples were drawn at."""
         delta = 1.0 / self.config.num_steps
         if self.config.noise_method == "flow_sde":
-            sigma = flow.sde_sigma(steps, self.config.num_steps, self.config.noise_level)
+            sigma = flow.sde_sigma(steps, self.config.num_steps, noise_levels)
             return flow.sde_step(x, v, self.time_grid[steps], delta, sigma)
         return flow.ode_mean(x, v, delta), self.noise_head(hidden.float())
 
@@ -137,6 +140,20 @@ class Pi0Policy(VLAPolicy):
         if self.config.detach_critic_input:
             features = features.detach()
         return self.value_head(features)
+
+    def set_global_step(self, step: int) -> None:
+        """Under ``noise_anneal``, flow_sde samples at the level the schedule gives this training step."""
+        if step < 0:
+            raise ValueError(f"global step must be >= 0, got {step}")
+        self.global_step = step
+
+    @property
+    def sampling_noise_level(self) -> float:
+        """flow_sde's noise level now: ``noise_level``, or the annealing schedule at ``global_step``."""
+        config = self.config
+        if not config.noise_anneal:
+            return config.noise_level
+        return flow.annealed_noise_level(*config.noise_params, self.global_step)
 
     def _stochastic_steps(self, batch: int, deterministic: bool, generator: torch.Generator | None) -> Tensor:
         """int64 [B, n]: the steps sampled with noise (n = 0, 1 or K)."""
@@ -163,6 +180,7 @@ class Pi0Policy(VLAPolicy):
         stochastic_steps = self._stochastic_steps(batch, deterministic, generator)
         cache = self.encode_prefix(on_device, keep_hidden=self.value_head is not None and config.value_after_vlm)
         x = torch.zeros(shape, device=device) if deterministic else _randn(shape, device, generator)
+        noise_levels = torch.full((batch,), self.sampling_noise_level, device=device)
         chain, logprob, first_hidden = [x], torch.zeros(shape, device=device), None
         steps_on_device = stochastic_steps.to(device)
         for step in range(config.num_steps):
@@ -173,7 +191,8 @@ class Pi0Policy(VLAPolicy):
             next_x = flow.ode_mean(x, v, 1.0 / config.num_steps)
             noisy = (steps_on_device == step).any(dim=1)
             if bool(noisy.any()):
-                mean, std = self.step_distribution(x, v, torch.full((batch,), step, device=device), hidden)
+                mean, std = self.step_distribution(x, v, torch.full((batch,), step, device=device), hidden,
+                                                   noise_levels)
                 sample = mean + std * _randn(shape, device, generator)
                 next_x = torch.where(noisy[:, None, None], sample, next_x)
                 step_logprob = flow.gaussian_logprob(next_x, mean, std)
@@ -187,6 +206,7 @@ class Pi0Policy(VLAPolicy):
             **inputs,
             "chains": torch.stack(chain, dim=1).cpu(),
             "denoise_inds": stochastic_steps,
+            "noise_levels": noise_levels.cpu(),
         }
         return ActOutput(
             actions=self._executed(x).cpu(),
@@ -225,6 +245,7 @@ class Pi0Policy(VLAPolicy):
             mean, std = self.step_distribution(
                 x[:, :stochastic].flatten(0, 1), v[:, :stochastic].flatten(0, 1),
                 stochastic_steps.flatten(), hidden[:, :stochastic].flatten(0, 1),
+                inputs["noise_levels"].float().repeat_interleave(stochastic),
             )
             mean, std = mean.unflatten(0, (batch, stochastic)), std.unflatten(0, (batch, stochastic))
             logprob = flow.gaussian_logprob(_gather_steps(chains, stochastic_steps + 1), mean, std).sum(dim=1)

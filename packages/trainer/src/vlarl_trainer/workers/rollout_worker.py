@@ -24,8 +24,10 @@ class RolloutWorker:
         return os.getpid()
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
-        """Take the actor's weights (a broadcast object shared by every rollout worker)."""
+        """Take the actor's weights (a broadcast object shared by every rollout worker); ``version`` is
+        the training step they are for, which also sets the policy's sampling schedule."""
         self.policy.load_state_dict(state_dict)
+        self.policy.set_global_step(version)
         self.version = version
         return version
 
