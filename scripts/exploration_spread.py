@@ -95,13 +95,15 @@ def episode_ends(policy, task: str, episode_ids, samples: int, image_size: int =
 
 
 def with_noise_level(policy, noise_level: float):
-    """Make ``policy`` sample its flow-SDE steps at ``noise_level`` (the config is read at every sample)."""
+    """Make ``policy`` sample its flow-SDE steps at ``noise_level`` (the config is read at every sample),
+    in place of an annealing schedule the checkpoint may carry."""
     if getattr(policy.config, "noise_method", None) != "flow_sde":
         raise ValueError(f"--noise-level needs a flow_sde policy, got noise_method "
                          f"{getattr(policy.config, 'noise_method', None)!r}")
     if not noise_level >= 0:
         raise ValueError(f"noise level must be >= 0, got {noise_level}")
     policy.config.noise_level = float(noise_level)
+    policy.config.noise_anneal = False
     return policy
 
 

@@ -66,6 +66,9 @@ def test_a_higher_noise_level_spreads_the_endpoints_further(script):
     narrow = script.episode_ends(policy, "reach-v3", [0], samples=3, horizon=12)[0].noisy_spread
     wide = script.episode_ends(script.with_noise_level(policy, 2.0), "reach-v3", [0], samples=3, horizon=12)[0]
     assert wide.noisy_spread > narrow
+    annealed = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, noise_method="flow_sde",
+                                   noise_anneal=True, noise_params=(1.0, 0.3, 10))
+    assert script.with_noise_level(annealed, 2.0).sampling_noise_level == 2.0
     with pytest.raises(ValueError, match="noise level must be >= 0, got -1"):
         script.with_noise_level(policy, -1.0)
     ode = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, noise_method="flow_ode")

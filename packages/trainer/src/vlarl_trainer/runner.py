@@ -99,6 +99,8 @@ class Trainer:
             self.resume_from = None
             self.start_step = 0
             policy_path = initial_policy(config, self.layout, self.run_dir, env_instructions(config))
+        self.synced_step: int | None = None
+        """The training step whose weights the rollout workers hold, once the actor's were synced."""
         self._start_workers(policy_path)
 
     # ------------------------------------------------------------------ set-up
@@ -196,9 +198,14 @@ class Trainer:
         return {**metrics, **timings}
 
     def _sync_weights(self, step: int) -> None:
-        """The actor's weights to every rollout worker, as the policy of training step ``step``."""
+        """The actor's weights to every rollout worker, as the policy of training step ``step``; an
+        evaluation has already sent them when the step after it starts, and a large policy's broadcast
+        is not free."""
+        if self.synced_step == step:
+            return
         weights = ray.put(self.actor.get(self.actor.workers[0].weights.remote()))
         self.rollout.get(self.rollout.call("load_weights", weights, step))
+        self.synced_step = step
 
     def _evaluate(self, step: int, logger: MetricLogger) -> dict[str, Any]:
         """Evaluate the actor's policy after ``step`` updates: the rollout workers still hold the weights
