@@ -208,8 +208,9 @@ class Trainer:
         self.synced_step = step
 
     def _evaluate(self, step: int, logger: MetricLogger) -> dict[str, Any]:
-        """Evaluate the actor's policy after ``step`` updates: the rollout workers still hold the weights
-        the last rollout sampled with, one update behind (or, on resume, the starting policy)."""
+        """Evaluate the actor's policy after ``step`` updates. Its weights are synced first: the rollout
+        workers hold the ones the last rollout sampled with, one update behind (or, on resume, the
+        starting policy)."""
         config = self.config
         start = time.perf_counter()
         self._sync_weights(step)
