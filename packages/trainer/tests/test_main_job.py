@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from vlarl_trainer.data.reader import read_episodes
 from vlarl_trainer.main_job import (
     JOB_STATE,
     job_results,
@@ -139,6 +140,8 @@ def test_stage_sizes_replace_the_presets_numbers_and_nothing_else():
     full = PRESETS["full"]
     changed = with_stage_sizes(full, demos_per_task=3, sft_steps=400)
     assert changed.collect.episodes_per_task == 3 and changed.sft.steps == 400
+    assert full.collect.task_episodes["reach-v3"] == 5 and changed.collect.task_episodes == {}
+    assert full.collect.describe() == "1 per task, 5 of reach-v3, 5 of push-v3, 5 of pick-place-v3"
     assert changed.sft.lr == full.sft.lr and changed.rl == full.rl and changed.name == full.name
     assert with_stage_sizes(full) == full
     assert PRESETS["full"].sft.steps == 1200
@@ -156,8 +159,8 @@ def test_cli_refuses_bad_stage_sizes_before_any_work(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets_survive_the_json_of_job_state(name):
-    preset = with_stage_sizes(PRESETS[name], demos_per_task=2)
-    assert preset_from_dict(json.loads(json.dumps(dataclasses.asdict(preset)))) == preset
+    for preset in (PRESETS[name], with_stage_sizes(PRESETS[name], demos_per_task=2)):
+        assert preset_from_dict(json.loads(json.dumps(dataclasses.asdict(preset)))) == preset
 
 
 def write_job_state(job: Path, seconds: dict[str, float]) -> None:
@@ -203,7 +206,8 @@ def test_rl_stage_continues_from_its_checkpoint_or_starts_again(tmp_path):
 
 TINY = MainJobPreset(
     name="tiny",
-    collect=CollectStage(episodes_per_task=1),
+    # The per-task count wins over the default for its task, as the full preset's extra demonstrations do.
+    collect=CollectStage(episodes_per_task=1, task_episodes={"reach-v3": 2}),
     sft=SFTStage(steps=5, batch_size=8, lr=1e-3, warmup_steps=1),
     rl=RLStage(steps=1, eval_episodes_per_task=1, trainer_overrides=(
         "env.id=vlarl/MetaWorld-reach-v3",
@@ -239,6 +243,7 @@ def test_whole_job_runs_and_never_overwrites(tmp_path):
     assert "| test | reach-v3 |" in summary and "| all | mean |" in summary
 
     paths = saved["paths"]
+    assert len(read_episodes(Path(paths["dataset"]))) == 2
     assert vlarl_policies.from_pretrained(paths["sft_checkpoint"]).config.action_chunk == 5
     assert (Path(paths["rl_run"]) / "checkpoints" / "step_1" / "policy" / "model.safetensors").exists()
     for stage in ("sft", "rl"):

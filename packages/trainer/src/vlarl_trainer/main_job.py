@@ -52,7 +52,8 @@ def with_stage_sizes(preset: MainJobPreset, demos_per_task: int | None = None,
         if value is not None and value < 1:
             raise ValueError(f"{option} must be a positive integer, got {value}")
     if demos_per_task is not None:
-        preset = dataclasses.replace(preset, collect=dataclasses.replace(preset.collect, episodes_per_task=demos_per_task))
+        # N for every task, the preset's per-task counts included: a user asking for 3 a task gets 3 of reach too.
+        preset = dataclasses.replace(preset, collect=CollectStage(episodes_per_task=demos_per_task))
     if sft_steps is not None:
         if sft_steps <= preset.sft.warmup_steps:
             raise ValueError(f"--sft-steps must exceed the preset's {preset.sft.warmup_steps} warm-up steps, "
@@ -91,7 +92,8 @@ def collect(preset: MainJobPreset, config: TrainConfig, dataset: Path) -> None:
     from vlarl_trainer.data import collect_demonstrations
 
     env_kwargs = {key: value for key, value in config.env.kwargs.items() if key not in COLLECTOR_ENV_KEYWORDS}
-    summary = collect_demonstrations(config.env.id, preset.collect.episodes_per_task, dataset, **env_kwargs)
+    summary = collect_demonstrations(config.env.id, preset.collect.episodes_per_task, dataset,
+                                     task_episodes=preset.collect.task_episodes, **env_kwargs)
     print(summary.table(), flush=True)
 
 
@@ -214,7 +216,7 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
     if "collect" not in seconds:
         mark = time.perf_counter()
         if state["dataset"] is None:
-            print(f"== demonstrations: {preset.collect.episodes_per_task} per task of {config.env.id}", flush=True)
+            print(f"== demonstrations: {preset.collect.describe()} of {config.env.id}", flush=True)
             collect(preset, config, dataset_path)
         seconds["collect"] = time.perf_counter() - mark
         write_json(job_dir / JOB_STATE, state)
@@ -300,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="parent folder of the run directory (default: runs)")
     parser.add_argument("--name", help="run directory name (default: main-<preset>-<variant>-seed<N>-<time>)")
     parser.add_argument("--dataset", help="reuse these demonstrations (a vlarl-collect dataset) instead of collecting")
-    parser.add_argument("--demos-per-task", type=int, help="demonstrations per task instead of the preset's")
+    parser.add_argument("--demos-per-task", type=int,
+                        help="demonstrations of every task instead of the preset's (its per-task counts included)")
     parser.add_argument("--sft-steps", type=int, help="SFT steps instead of the preset's")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="finish a job that stopped during RL, with the settings it started with")
