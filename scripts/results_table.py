@@ -1,0 +1,167 @@
+"""Print the README's Results tables from main-job records, so no figure there is copied by hand.
+
+    uv run --locked python scripts/results_table.py docs/results/main-job-runs/main-full-goal5-100-seed{0,1,2} \
+        --steps 60 100
+
+Each argument is a main job's run directory (its results.json, or the job.json of a job still
+running or stopped, and rl/metrics.jsonl) or a record kept from one (those files side by side).
+The tables read the held-out evaluations the trainer logged in metrics.jsonl: success per run
+before RL and after each of ``--steps`` with the lift in points ("-" where a run has not got
+there), each job's wall time to its last evaluation, success per task before RL and after the last
+step, and every evaluation's mean as a learning curve in text.
+
+A job's wall time is its results.json total when the job ran exactly to that evaluation; otherwise
+(a run continued past its job's last step with ``vlarl-train resume=<run>/rl runner.max_steps=N``,
+or a job that has not finished) it is the job's collect and SFT time plus every step and
+evaluation time metrics.jsonl logged up to there, marked with ``*``: this leaves out the seconds
+each process spends starting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+MEAN_METRIC = "eval/success_once"
+TASK_METRIC_PREFIX = "eval/test/success_once/"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One main job's settings and stage times (results.json or job.json) and its metrics.jsonl."""
+
+    name: str
+    seed: int
+    job_steps: int
+    """The RL steps the job itself runs (its preset's); the metrics may go further or stop short."""
+    job_seconds: dict[str, float]
+    """Stage times; ``total`` only once the job has finished."""
+    evaluations: dict[int, dict[str, float]]
+    """RL step -> the ``eval/`` metrics logged after it (step 0: before RL)."""
+    logged_seconds: dict[int, float]
+    """RL step -> the seconds its training step and its evaluation (if any) took."""
+
+    def success(self, step: int, metric: str = MEAN_METRIC) -> float:
+        if step not in self.evaluations:
+            raise ValueError(f"{self.name} has no evaluation after step {step}; it has {sorted(self.evaluations)}")
+        return self.evaluations[step][metric]
+
+    def tasks(self) -> list[str]:
+        return sorted(key.removeprefix(TASK_METRIC_PREFIX) for key in self.evaluations[0]
+                      if key.startswith(TASK_METRIC_PREFIX))
+
+    def has(self, step: int) -> bool:
+        return step in self.evaluations
+
+    def last_evaluated(self, up_to: int) -> int:
+        return max(step for step in self.evaluations if step <= up_to)
+
+    def wall_minutes(self, last_step: int) -> tuple[float, bool]:
+        """Minutes the whole job takes to ``last_step``, and whether they are summed from logged times."""
+        if last_step == self.job_steps and "total" in self.job_seconds:
+            return self.job_seconds["total"] / 60, False
+        seconds = self.job_seconds["collect"] + self.job_seconds["sft"]
+        seconds += sum(value for step, value in self.logged_seconds.items() if step <= last_step)
+        return seconds / 60, True
+
+
+def record_files(path: Path) -> tuple[Path, Path]:
+    """The results.json (else job.json) and metrics.jsonl of a main job's run directory or of a record kept from one."""
+    job = next((path / name for name in ("results.json", "job.json") if (path / name).is_file()), None)
+    metrics = next((candidate for candidate in (path / "metrics.jsonl", path / "rl" / "metrics.jsonl")
+                    if candidate.is_file()), None)
+    if job is None or metrics is None:
+        raise FileNotFoundError(f"{path} holds no results.json or job.json with a metrics.jsonl beside it or in rl/")
+    return job, metrics
+
+
+def read_record(path: Path) -> RunRecord:
+    job_path, metrics_path = record_files(path)
+    job = json.loads(job_path.read_text())
+    evaluations: dict[int, dict[str, float]] = {}
+    step_seconds: dict[int, float] = {}
+    eval_seconds: dict[int, float] = {}
+    # A run resumed from a checkpoint logs the steps after it again: each step's later line wins.
+    for line in metrics_path.read_text().splitlines():
+        entry = json.loads(line)
+        step = int(entry["step"])
+        if MEAN_METRIC in entry:
+            evaluations[step] = {key: float(value) for key, value in entry.items() if key.startswith("eval/")}
+        if "time/step" in entry:
+            step_seconds[step] = float(entry["time/step"])
+        if "time/eval" in entry:
+            eval_seconds[step] = float(entry["time/eval"])
+    logged_seconds = {step: step_seconds.get(step, 0.0) + eval_seconds.get(step, 0.0)
+                      for step in step_seconds.keys() | eval_seconds.keys()}
+    if 0 not in evaluations:
+        raise ValueError(f"{metrics_path} logs no evaluation before RL (step 0); run the job with eval.at_start=true")
+    return RunRecord(name=path.name, seed=int(job["seed"]), job_steps=int(job["preset"]["rl"]["steps"]),
+                     job_seconds=job["seconds"], evaluations=evaluations, logged_seconds=logged_seconds)
+
+
+def seed_table(records: list[RunRecord], steps: list[int]) -> str:
+    header = ["seed", "run", "SFT (before RL)", *(f"after {step} RL steps (lift)" for step in steps),
+              "wall time of the whole job"]
+    lines = [table_row(header), table_row(["---"] * len(header))]
+    for record in records:
+        last = record.last_evaluated(steps[-1])
+        minutes, summed = record.wall_minutes(last)
+        lines.append(table_row([str(record.seed), f"`{record.name}`", f"{record.success(0):.2f}",
+                                *(success_and_lift(record, step) for step in steps),
+                                f"{minutes:.0f} min{'*' if summed else ''} to step {last}"]))
+    return "\n".join(lines)
+
+
+def success_and_lift(record: RunRecord, step: int) -> str:
+    if not record.has(step):
+        return "-"
+    return f"{record.success(step):.2f} ({round(100 * (record.success(step) - record.success(0))):+d})"
+
+
+def task_table(records: list[RunRecord], last_step: int) -> str:
+    header = ["task"] + [f"seed {record.seed} {when}" for record in records for when in ("before", "after")]
+    lines = [table_row(header), table_row(["---"] * len(header))]
+    for task in records[0].tasks():
+        metric = TASK_METRIC_PREFIX + task
+        lines.append(table_row([task] + [f"{record.success(step, metric):.1f}"
+                                         for record in records for step in (0, last_step)]))
+    return "\n".join(lines)
+
+
+def curves_text(records: list[RunRecord], last_step: int) -> str:
+    """Every evaluation's mean up to ``last_step``, one clause per run (named by its seed while that is unique)."""
+    seeds = [record.seed for record in records]
+
+    def label(record: RunRecord) -> str:
+        return f"seed {record.seed}" if seeds.count(record.seed) == 1 else f"seed {record.seed} (`{record.name}`)"
+
+    return "; ".join(label(record) + " " + ", ".join(f"{record.success(step):.2f}" for step in sorted(
+        record.evaluations) if step <= last_step) for record in records)
+
+
+def table_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="main-job run directories or records kept from them")
+    parser.add_argument("--steps", nargs="+", type=int, required=True,
+                        help="RL steps whose evaluation gets a column; the last is the 'after' column")
+    args = parser.parse_args(argv)
+    records = [read_record(path) for path in args.runs]
+    last = args.steps[-1]
+    print(seed_table(records, args.steps))
+    finished = [record for record in records if record.has(last)]
+    if finished:
+        lifts = [100 * (record.success(last) - record.success(0)) for record in finished]
+        print(f"\nLift after {last} RL steps, {len(finished)} of {len(records)} runs there: mean "
+              f"{sum(lifts) / len(lifts):+.0f} points, smallest {min(lifts):+.0f}.\n")
+        print(task_table(finished, last))
+    print(f"\nHeld-out success at every evaluation: {curves_text(records, last)}.")
+
+
+if __name__ == "__main__":
+    main()

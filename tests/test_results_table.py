@@ -1,0 +1,114 @@
+"""scripts/results_table.py on main-job records it writes itself: the README's Results tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ("door-open-v3", "reach-v3")
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("results_table", ROOT / "scripts" / "results_table.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def evaluation(step: int, per_task: dict[str, float]) -> dict:
+    entry = {"step": step, "eval/success_once": sum(per_task.values()) / len(per_task), "time/eval": 30.0}
+    entry.update({f"eval/test/success_once/{task}": value for task, value in per_task.items()})
+    return entry
+
+
+def write_record(folder: Path, seed: int, job_steps: int, lines: list[dict], *, in_rl: bool = False) -> Path:
+    folder.mkdir(parents=True)
+    results = {"seed": seed, "preset": {"rl": {"steps": job_steps}},
+               "seconds": {"collect": 20.0, "sft": 100.0, "total": 3000.0}}
+    (folder / "results.json").write_text(json.dumps(results))
+    metrics = folder / "rl" / "metrics.jsonl" if in_rl else folder / "metrics.jsonl"
+    metrics.parent.mkdir(exist_ok=True)
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return folder
+
+
+def training_steps(first: int, last: int, seconds: float = 50.0) -> list[dict]:
+    return [{"step": step, "env/success_once": 0.3, "time/step": seconds} for step in range(first, last + 1)]
+
+
+@pytest.fixture
+def records(tmp_path):
+    """Seed 0: a job of 4 steps. Seed 3: a job of 2 steps continued to 4, whose steps 3-4 were replayed."""
+    finished = write_record(tmp_path / "job-seed0", 0, 4, [
+        evaluation(0, {"door-open-v3": 0.0, "reach-v3": 0.2}), *training_steps(1, 2),
+        evaluation(2, {"door-open-v3": 0.4, "reach-v3": 0.2}), *training_steps(3, 4),
+        evaluation(4, {"door-open-v3": 1.0, "reach-v3": 0.4})], in_rl=True)
+    continued = write_record(tmp_path / "record-seed3", 3, 2, [
+        evaluation(0, {"door-open-v3": 0.2, "reach-v3": 0.0}), *training_steps(1, 2),
+        evaluation(2, {"door-open-v3": 0.6, "reach-v3": 0.0}), *training_steps(3, 4, seconds=999.0),
+        evaluation(4, {"door-open-v3": 0.0, "reach-v3": 0.0}), *training_steps(3, 4),
+        evaluation(4, {"door-open-v3": 0.8, "reach-v3": 0.2})])
+    return finished, continued
+
+
+def test_seed_table_reads_every_evaluation_and_the_lift(records):
+    script = load_script()
+    finished, continued = (script.read_record(path) for path in records)
+    table = script.seed_table([finished, continued], [2, 4]).splitlines()
+    assert table[0] == ("| seed | run | SFT (before RL) | after 2 RL steps (lift) | after 4 RL steps (lift) | "
+                        "wall time of the whole job |")
+    # Seed 0 ran to step 4 in its job: the job's own total, 3000 s.
+    assert table[2] == "| 0 | `job-seed0` | 0.10 | 0.30 (+20) | 0.70 (+60) | 50 min to step 4 |"
+    # Seed 3's job stopped at step 2: collect + SFT + four steps of 50 s + three evaluations of 30 s,
+    # the replayed steps 3-4 counted once with their later times.
+    assert table[3] == "| 3 | `record-seed3` | 0.10 | 0.30 (+20) | 0.50 (+40) | 7 min* to step 4 |"
+    assert continued.wall_minutes(4) == (pytest.approx(((20 + 100) + 4 * 50 + 3 * 30) / 60), True)
+
+
+def test_a_job_still_running_reads_its_job_json_and_shows_the_steps_it_lacks(tmp_path):
+    folder = tmp_path / "running-seed2"
+    (folder / "rl").mkdir(parents=True)
+    job = {"seed": 2, "preset": {"rl": {"steps": 100}}, "seconds": {"collect": 30.0, "sft": 150.0}}
+    (folder / "job.json").write_text(json.dumps(job))
+    lines = [evaluation(0, {"door-open-v3": 0.0, "reach-v3": 0.0}), *training_steps(1, 2)]
+    (folder / "rl" / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    script = load_script()
+    row = script.seed_table([script.read_record(folder)], [2, 4]).splitlines()[2]
+    assert row == "| 2 | `running-seed2` | 0.00 | - | - | 4 min* to step 0 |"
+
+
+def test_task_table_compares_before_with_the_last_step(records):
+    script = load_script()
+    table = script.task_table([script.read_record(path) for path in records], 4).splitlines()
+    assert table[0] == "| task | seed 0 before | seed 0 after | seed 3 before | seed 3 after |"
+    assert table[2:] == ["| door-open-v3 | 0.0 | 1.0 | 0.2 | 0.8 |", "| reach-v3 | 0.2 | 0.4 | 0.0 | 0.2 |"]
+
+
+def test_main_prints_the_tables_the_mean_lift_and_the_curves(records, capsys):
+    load_script().main([str(path) for path in records] + ["--steps", "2", "4"])
+    out = capsys.readouterr().out
+    assert "Lift after 4 RL steps, 2 of 2 runs there: mean +50 points, smallest +40." in out
+    assert "Held-out success at every evaluation: seed 0 0.10, 0.30, 0.70; seed 3 0.10, 0.30, 0.50." in out
+
+
+def test_a_missing_evaluation_names_the_steps_the_run_has(records):
+    script = load_script()
+    with pytest.raises(ValueError, match=r"no evaluation after step 3; it has \[0, 2, 4\]"):
+        script.read_record(records[0]).success(3)
+
+
+def test_a_folder_without_a_record_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no results.json or job.json"):
+        load_script().read_record(tmp_path)
+
+
+def test_a_run_without_an_evaluation_before_rl_is_refused(tmp_path):
+    folder = write_record(tmp_path / "run", 0, 2, training_steps(1, 2))
+    with pytest.raises(ValueError, match="no evaluation before RL"):
+        load_script().read_record(folder)
