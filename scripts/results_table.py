@@ -1,6 +1,6 @@
 """Print the README's Results tables from main-job records, so no figure there is copied by hand.
 
-    uv run --locked python scripts/results_table.py docs/results/main-job-runs/main-full-goal5-100-seed{0,1,2} \
+    uv run --locked python scripts/results_table.py docs/results/main-job-runs/main-full-goal5-seed{0,1,2} \
         --steps 60 100
 
 Each argument is a main job's run directory (its results.json, or the job.json of a job still
@@ -47,6 +47,10 @@ class RunRecord:
         if step not in self.evaluations:
             raise ValueError(f"{self.name} has no evaluation after step {step}; it has {sorted(self.evaluations)}")
         return self.evaluations[step][metric]
+
+    def lift(self, step: int) -> float:
+        """Points of mean held-out success gained from before RL to after ``step``."""
+        return 100 * (self.success(step) - self.success(0))
 
     def tasks(self) -> list[str]:
         return sorted(key.removeprefix(TASK_METRIC_PREFIX) for key in self.evaluations[0]
@@ -117,7 +121,7 @@ def seed_table(records: list[RunRecord], steps: list[int]) -> str:
 def success_and_lift(record: RunRecord, step: int) -> str:
     if not record.has(step):
         return "-"
-    return f"{record.success(step):.2f} ({round(100 * (record.success(step) - record.success(0))):+d})"
+    return f"{record.success(step):.2f} ({round(record.lift(step)):+d})"
 
 
 def task_table(records: list[RunRecord], last_step: int) -> str:
@@ -156,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
     print(seed_table(records, args.steps))
     finished = [record for record in records if record.has(last)]
     if finished:
-        lifts = [100 * (record.success(last) - record.success(0)) for record in finished]
+        lifts = [record.lift(last) for record in finished]
         print(f"\nLift after {last} RL steps, {len(finished)} of {len(records)} runs there: mean "
               f"{sum(lifts) / len(lifts):+.0f} points, smallest {min(lifts):+.0f}.\n")
         print(task_table(finished, last))

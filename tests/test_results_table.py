@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = ("door-open-v3", "reach-v3")
 
 
 def load_script():
