@@ -14,7 +14,8 @@ A job's wall time is its results.json total when the job ran exactly to that eva
 (a run continued past its job's last step with ``vlarl-train resume=<run>/rl runner.max_steps=N``,
 or a job that has not finished) it is the job's collect and SFT time plus every step and
 evaluation time metrics.jsonl logged up to there, marked with ``*``: this leaves out the seconds
-each process spends starting.
+each process spends starting. A job finished with ``vlarl-main-job --resume`` counts its steps
+before the stop the same way in its total, so its time is marked too.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class RunRecord:
     """The RL steps the job itself runs (its preset's); the metrics may go further or stop short."""
     job_seconds: dict[str, float]
     """Stage times; ``total`` only once the job has finished."""
+    resumed: bool
+    """Whether ``vlarl-main-job --resume`` finished the job, so its total sums logged step times."""
     evaluations: dict[int, dict[str, float]]
     """RL step -> the ``eval/`` metrics logged after it (step 0: before RL)."""
     logged_seconds: dict[int, float]
@@ -65,7 +68,7 @@ class RunRecord:
     def wall_minutes(self, last_step: int) -> tuple[float, bool]:
         """Minutes the whole job takes to ``last_step``, and whether they are summed from logged times."""
         if last_step == self.job_steps and "total" in self.job_seconds:
-            return self.job_seconds["total"] / 60, False
+            return self.job_seconds["total"] / 60, self.resumed
         seconds = self.job_seconds["collect"] + self.job_seconds["sft"]
         seconds += sum(value for step, value in self.logged_seconds.items() if step <= last_step)
         return seconds / 60, True
@@ -102,7 +105,7 @@ def read_record(path: Path) -> RunRecord:
     if 0 not in evaluations:
         raise ValueError(f"{metrics_path} logs no evaluation before RL (step 0); run the job with eval.at_start=true")
     return RunRecord(name=path.name, seed=int(job["seed"]), job_steps=int(job["preset"]["rl"]["steps"]),
-                     job_seconds=job["seconds"], evaluations=evaluations, logged_seconds=logged_seconds)
+                     job_seconds=job["seconds"], resumed=job.get("resumed_from_step") is not None, evaluations=evaluations, logged_seconds=logged_seconds)
 
 
 def seed_table(records: list[RunRecord], steps: list[int]) -> str:

@@ -26,10 +26,11 @@ def evaluation(step: int, per_task: dict[str, float]) -> dict:
     return entry
 
 
-def write_record(folder: Path, seed: int, job_steps: int, lines: list[dict], *, in_rl: bool = False) -> Path:
+def write_record(folder: Path, seed: int, job_steps: int, lines: list[dict], *, in_rl: bool = False,
+                 resumed_from: int | None = None) -> Path:
     folder.mkdir(parents=True)
     results = {"seed": seed, "preset": {"rl": {"steps": job_steps}},
-               "seconds": {"collect": 20.0, "sft": 100.0, "total": 3000.0}}
+               "seconds": {"collect": 20.0, "sft": 100.0, "total": 3000.0}, "resumed_from_step": resumed_from}
     (folder / "results.json").write_text(json.dumps(results))
     metrics = folder / "rl" / "metrics.jsonl" if in_rl else folder / "metrics.jsonl"
     metrics.parent.mkdir(exist_ok=True)
@@ -80,6 +81,16 @@ def test_a_job_still_running_reads_its_job_json_and_shows_the_steps_it_lacks(tmp
     script = load_script()
     row = script.seed_table([script.read_record(folder)], [2, 4]).splitlines()[2]
     assert row == "| 2 | `running-seed2` | 0.00 | - | - | 4 min* to step 0 |"
+
+
+def test_a_job_finished_by_resume_keeps_its_total_and_marks_it_summed(tmp_path):
+    lines = [evaluation(0, {"door-open-v3": 0.0, "reach-v3": 0.0}), *training_steps(1, 2),
+             evaluation(2, {"door-open-v3": 0.5, "reach-v3": 0.0})]
+    folder = write_record(tmp_path / "resumed-seed1", 1, 2, lines, in_rl=True, resumed_from=1)
+    script = load_script()
+    assert script.read_record(folder).wall_minutes(2) == (50.0, True)
+    row = script.seed_table([script.read_record(folder)], [2]).splitlines()[2]
+    assert row == "| 1 | `resumed-seed1` | 0.00 | 0.25 (+25) | 50 min* to step 2 |"
 
 
 def test_task_table_compares_before_with_the_last_step(records):
