@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from vlarl_trainer.metrics import logged_seconds
+
 MEAN_METRIC = "eval/success_once"
 TASK_METRIC_PREFIX = "eval/test/success_once/"
 
@@ -88,24 +90,17 @@ def read_record(path: Path) -> RunRecord:
     job_path, metrics_path = record_files(path)
     job = json.loads(job_path.read_text())
     evaluations: dict[int, dict[str, float]] = {}
-    step_seconds: dict[int, float] = {}
-    eval_seconds: dict[int, float] = {}
     # A run resumed from a checkpoint logs the steps after it again: each step's later line wins.
     for line in metrics_path.read_text().splitlines():
         entry = json.loads(line)
-        step = int(entry["step"])
         if MEAN_METRIC in entry:
-            evaluations[step] = {key: float(value) for key, value in entry.items() if key.startswith("eval/")}
-        if "time/step" in entry:
-            step_seconds[step] = float(entry["time/step"])
-        if "time/eval" in entry:
-            eval_seconds[step] = float(entry["time/eval"])
-    logged_seconds = {step: step_seconds.get(step, 0.0) + eval_seconds.get(step, 0.0)
-                      for step in step_seconds.keys() | eval_seconds.keys()}
+            evaluations[int(entry["step"])] = {key: float(value) for key, value in entry.items()
+                                               if key.startswith("eval/")}
     if 0 not in evaluations:
         raise ValueError(f"{metrics_path} logs no evaluation before RL (step 0); run the job with eval.at_start=true")
     return RunRecord(name=path.name, seed=int(job["seed"]), job_steps=int(job["preset"]["rl"]["steps"]),
-                     job_seconds=job["seconds"], resumed=job.get("resumed_from_step") is not None, evaluations=evaluations, logged_seconds=logged_seconds)
+                     job_seconds=job["seconds"], resumed=job.get("resumed_from_step") is not None,
+                     evaluations=evaluations, logged_seconds=logged_seconds(metrics_path))
 
 
 def seed_table(records: list[RunRecord], steps: list[int]) -> str:

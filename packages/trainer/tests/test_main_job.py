@@ -126,6 +126,19 @@ def test_logged_evaluation_reads_back_what_evaluate_logs(tmp_path):
     assert logged_evaluation(path, 1) is None and logged_evaluation(tmp_path / "none.jsonl", 0) is None
 
 
+def test_logged_seconds_count_a_replayed_step_once_with_its_later_time(tmp_path):
+    from vlarl_trainer.metrics import logged_seconds
+
+    # A run stopped after step 3 (checkpoint at 2), resumed from step 2: steps 3-4 logged again.
+    lines = [{"step": 0, "eval/success_once": 0.1, "time/eval": 5.0},
+             *({"step": step, "time/step": 10.0} for step in (1, 2, 3)),
+             *({"step": step, "time/step": 20.0} for step in (3, 4)),
+             {"step": 4, "eval/success_once": 0.3, "time/eval": 5.0}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert logged_seconds(path) == {0: 5.0, 1: 10.0, 2: 10.0, 3: 20.0, 4: 25.0}
+
+
 def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "results.json").write_text("{}")

@@ -34,6 +34,7 @@ from typing import Any
 from vlarl_trainer.config import TrainConfig, load_config
 from vlarl_trainer.evaluation import format_table
 from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
+from vlarl_trainer.metrics import logged_seconds
 from vlarl_trainer.run_dirs import make_run_dir, run_exists_error
 from vlarl_trainer.sft_config import SFTConfig
 
@@ -242,10 +243,9 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
     if before is None:
         raise ValueError(f"--resume {job_dir}: {rl_dir / 'metrics.jsonl'} has lost the evaluation before RL")
     if resumed_from is not None:
-        logged = [json.loads(line) for line in (rl_dir / "metrics.jsonl").read_text().splitlines()]
         # The steps kept from before the stop count with their logged times; the replayed ones count once.
-        seconds["rl"] += sum(r.get("time/step", 0.0) + r.get("time/eval", 0.0)
-                             for r in logged if r["step"] <= resumed_from)
+        seconds["rl"] += sum(value for step, value in logged_seconds(rl_dir / "metrics.jsonl").items()
+                             if step <= resumed_from)
     # A resumed job's total is the sum of its stages: the time between the stop and --resume is no work.
     seconds["total"] = (time.perf_counter() - started if runs_every_stage
                         else seconds["collect"] + seconds["sft"] + seconds["rl"])

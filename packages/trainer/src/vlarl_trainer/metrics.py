@@ -11,6 +11,23 @@ from typing import Any
 LOGGERS = ("tensorboard", "wandb")
 
 
+def logged_seconds(metrics_path: Path) -> dict[int, float]:
+    """Step -> the seconds its training step and its evaluation (if any) took, as metrics.jsonl logged them.
+
+    A run resumed from a checkpoint logs the steps after that checkpoint again, so a step's later line
+    wins: a replayed step counts once, with the time of the run that kept it."""
+    step_seconds: dict[int, float] = {}
+    eval_seconds: dict[int, float] = {}
+    for line in metrics_path.read_text().splitlines():
+        entry = json.loads(line)
+        if "time/step" in entry:
+            step_seconds[int(entry["step"])] = float(entry["time/step"])
+        if "time/eval" in entry:
+            eval_seconds[int(entry["step"])] = float(entry["time/eval"])
+    return {step: step_seconds.get(step, 0.0) + eval_seconds.get(step, 0.0)
+            for step in step_seconds.keys() | eval_seconds.keys()}
+
+
 class MetricLogger:
     def __init__(self, run_dir: Path, backends: list[str], config: dict[str, Any], total_steps: int,
                  start_step: int, progress: bool) -> None:
