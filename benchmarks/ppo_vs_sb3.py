@@ -27,7 +27,7 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from vlarl_algos.learner import PPOConfig, train_ppo
+from ppo_learner import PPOConfig, train_ppo
 
 
 @dataclass

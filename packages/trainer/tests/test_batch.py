@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vlarl_trainer.batch import build_batch, minibatch_plan
+from vlarl_trainer.rl.batch import build_batch, minibatch_plan
 from vlarl_trainer.config import AlgorithmConfig
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from vlarl_trainer.config import available_recipes, load_config
-from vlarl_trainer.validation import validate
+from vlarl_trainer.rl.validation import validate
 
 CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise", "metaworld_10_grpo_openpi_tiny"]
 
@@ -111,7 +111,7 @@ def test_validation_errors(overrides, message):
 
 
 def test_actor_threads_default_to_the_runners():
-    from vlarl_trainer.runner import actor_threads
+    from vlarl_trainer.rl.runner import actor_threads
 
     recipe = "recipe=metaworld_10_ppo_openpi_tiny"
     assert actor_threads(load_config([recipe, "runner.torch_threads=3"])) == 3

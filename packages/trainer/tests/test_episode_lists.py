@@ -10,8 +10,8 @@ from vlarl_envs.testing import require_simulator
 require_simulator("metaworld")
 
 from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.evaluation import evaluation_options  # noqa: E402
-from vlarl_trainer.runner import training_options  # noqa: E402
+from vlarl_trainer.rl.evaluation import evaluation_options  # noqa: E402
+from vlarl_trainer.rl.runner import training_options  # noqa: E402
 
 pytestmark = pytest.mark.sim
 

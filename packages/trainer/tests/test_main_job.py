@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from vlarl_trainer.data.reader import read_episodes
-from vlarl_trainer.main_job import (
+from vlarl_trainer.jobs.main_job import (
     JOB_STATE,
     job_results,
     main,
@@ -27,15 +27,15 @@ from vlarl_trainer.main_job import (
     with_stage_sizes,
     write_json,
 )
-from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
-from vlarl_trainer.validation import validate
+from vlarl_trainer.jobs.presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
+from vlarl_trainer.rl.validation import validate
 
 ROOT = Path(__file__).resolve().parents[3]
 CHECKPOINT = Path("/runs/job/sft/checkpoints/step_5")
 
 
 def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
-    """An evaluation report shaped like vlarl_trainer.evaluation.evaluate's."""
+    """An evaluation report shaped like vlarl_trainer.rl.evaluation.evaluate's."""
     mean = sum(table.values()) / len(table)
     return {"table": table, "metrics": {"eval/success_once": mean, "time/eval": seconds}}
 
@@ -111,7 +111,7 @@ def test_results_json_and_the_final_table(tmp_path):
 
 
 def test_logged_evaluation_reads_back_what_evaluate_logs(tmp_path):
-    from vlarl_trainer.evaluation import logged_evaluation
+    from vlarl_trainer.rl.evaluation import logged_evaluation
 
     metrics = {"eval/success_once": 0.25, "eval/success_at_end": 0.2, "eval/test/success_once/push-v3": 0.5,
                "eval/test/success_once/reach-v3": 0.0, "time/eval": 3.5}
@@ -322,8 +322,8 @@ class StopAtSecondStep(RuntimeError):
 def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
     from vlarl_envs.testing import require_simulator
 
-    from vlarl_trainer.evaluation import logged_evaluation
-    from vlarl_trainer.runner import Trainer
+    from vlarl_trainer.rl.evaluation import logged_evaluation
+    from vlarl_trainer.rl.runner import Trainer
 
     require_simulator("metaworld")
     preset = dataclasses.replace(TINY, rl=dataclasses.replace(

@@ -1,6 +1,6 @@
 import pytest
 
-from vlarl_trainer.placement import device_count, parse_component_placement, parse_placement
+from vlarl_trainer.rl.placement import device_count, parse_component_placement, parse_placement
 
 
 @pytest.mark.parametrize(

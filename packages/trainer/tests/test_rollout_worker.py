@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 import vlarl_policies
-from vlarl_trainer.workers.rollout_worker import RolloutWorker
+from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
 
 
 def test_synced_weights_set_the_step_that_anneals_the_noise(tmp_path):

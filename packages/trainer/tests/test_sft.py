@@ -10,7 +10,7 @@ import torch
 
 import vlarl_policies
 from vlarl_trainer.data import Episode, LeRobotDatasetWriter, load_dataset
-from vlarl_trainer.sft import (
+from vlarl_trainer.sft.train import (
     build_policy,
     evaluation_target,
     learning_rate_factor,
@@ -18,7 +18,7 @@ from vlarl_trainer.sft import (
     parse_override,
     run_sft,
 )
-from vlarl_trainer.sft_config import SFTConfig
+from vlarl_trainer.sft.config import SFTConfig
 
 TASKS = ("push the block left", "push the block right")
 

@@ -15,10 +15,10 @@ require_simulator("metaworld")
 
 import vlarl_policies  # noqa: E402
 from vlarl_trainer.data import collect_demonstrations  # noqa: E402
-from vlarl_trainer.sft import main as sft_main  # noqa: E402
-from vlarl_trainer.sft import run_sft  # noqa: E402
-from vlarl_trainer.sft_config import SFTConfig  # noqa: E402
-from vlarl_trainer.sft_eval import evaluate_success  # noqa: E402
+from vlarl_trainer.sft.train import main as sft_main  # noqa: E402
+from vlarl_trainer.sft.train import run_sft  # noqa: E402
+from vlarl_trainer.sft.config import SFTConfig  # noqa: E402
+from vlarl_trainer.sft.evaluation import evaluate_success  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(2400)]
 """About 20 minutes on the loaded, shared 2-core development machine (SFT at ~2 steps/s)."""

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from vlarl_trainer.runner import success_per_task
+from vlarl_trainer.rl.runner import success_per_task
 
 
 def test_success_per_task_splits_the_mean_by_task():

@@ -16,12 +16,12 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-from vlarl_trainer.cluster import start_ray  # noqa: E402  (before ray: it configures Ray's start-up)
+from vlarl_trainer.rl.cluster import start_ray  # noqa: E402  (before ray: it configures Ray's start-up)
 
 import ray  # noqa: E402,I001
 from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.rollout import run_episodes  # noqa: E402
-from vlarl_trainer.runner import Trainer, training_options  # noqa: E402
+from vlarl_trainer.rl.rollout import run_episodes  # noqa: E402
+from vlarl_trainer.rl.runner import Trainer, training_options  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -142,7 +142,7 @@ def test_resume_continues_exactly(tmp_path):
     run_and_close(straight)
     interrupted = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", name="interrupted")
     run_and_close(interrupted)
-    from vlarl_trainer.runner import resumed_config
+    from vlarl_trainer.rl.runner import resumed_config
 
     resumed = Trainer(resumed_config(str(interrupted.run_dir), ["runner.max_steps=2"]))
     run_and_close(resumed)

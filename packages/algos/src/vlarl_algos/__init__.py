@@ -2,9 +2,8 @@
 
 Shapes are time first: rewards ``[T, B]`` (chunk level) or ``[T, B, C]`` (action level),
 values and dones ``[T + 1, B]``, loss masks ``[T, B]``; per-dimension log-probs
-``[*L, C, A]``. The PPO learner for state-based gymnasium environments lives in
-:mod:`vlarl_algos.learner` and is imported from there, so importing this package needs
-neither gymnasium nor anything else beyond torch.
+``[*L, C, A]``. Importing this package needs neither gymnasium nor anything else beyond
+torch; ``benchmarks/ppo_learner.py`` shows the functions in a whole gymnasium PPO trainer.
 """
 
 from importlib.metadata import version as _installed_version

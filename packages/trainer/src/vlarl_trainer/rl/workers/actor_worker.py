@@ -18,7 +18,7 @@ from torch import nn
 
 import vlarl_algos
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig
-from vlarl_trainer.workers.policy_loading import load_policy
+from vlarl_trainer.rl.workers.policy_loading import load_policy
 
 
 class EvaluateModule(nn.Module):

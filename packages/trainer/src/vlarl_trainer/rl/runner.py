@@ -15,19 +15,19 @@ import numpy as np
 import ray
 import torch
 
-from vlarl_trainer import checkpoint as checkpoints
-from vlarl_trainer.batch import build_batch, concat_epochs, minibatch_plan
-from vlarl_trainer.cluster import WorkerGroup, free_port, gpu_bundles, gpu_count, start_ray, wait_all
+from vlarl_trainer.rl import checkpoint as checkpoints
+from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
+from vlarl_trainer.rl.cluster import WorkerGroup, free_port, gpu_bundles, gpu_count, start_ray, wait_all
 from vlarl_trainer.config import TrainConfig, config_from_yaml, to_yaml
-from vlarl_trainer.evaluation import env_tasks, evaluate, evaluation_options, logged_evaluation
+from vlarl_trainer.rl.evaluation import env_tasks, evaluate, evaluation_options, logged_evaluation
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
-from vlarl_trainer.placement import device_count
-from vlarl_trainer.rollout import Shards, run_episodes
+from vlarl_trainer.rl.placement import device_count
+from vlarl_trainer.rl.rollout import Shards, run_episodes
 from vlarl_trainer.run_dirs import make_run_dir
-from vlarl_trainer.validation import Layout, validate
-from vlarl_trainer.workers.actor_worker import ActorWorker
-from vlarl_trainer.workers.env_worker import EnvWorker
-from vlarl_trainer.workers.rollout_worker import RolloutWorker
+from vlarl_trainer.rl.validation import Layout, validate
+from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+from vlarl_trainer.rl.workers.env_worker import EnvWorker
+from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
 
 EPISODE_STATISTICS = ("success_once", "success_at_end", "return", "episode_len")
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vlarl_trainer.workers.policy_loading import load_policy
+from vlarl_trainer.rl.workers.policy_loading import load_policy
 
 
 class RolloutWorker:

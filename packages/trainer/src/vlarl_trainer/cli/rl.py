@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from vlarl_trainer.cluster import WorkerFailure
+from vlarl_trainer.rl.cluster import WorkerFailure
 
 
 def _overrides(argv: list[str] | None) -> list[str]:
@@ -18,8 +18,8 @@ def train_main(argv: list[str] | None = None) -> int:
     import ray
 
     from vlarl_trainer.config import load_config
-    from vlarl_trainer.evaluation import format_table
-    from vlarl_trainer.runner import Trainer, resumed_config
+    from vlarl_trainer.rl.evaluation import format_table
+    from vlarl_trainer.rl.runner import Trainer, resumed_config
 
     overrides = _overrides(argv)
     resume = next((o.split("=", 1)[1] for o in overrides if o.startswith("resume=")), None)
@@ -56,14 +56,14 @@ def eval_main(argv: list[str] | None = None) -> int:
     """``vlarl-eval <run dir | checkpoint dir> [key=value ...]``: evaluate a checkpoint alone."""
     import ray
 
-    from vlarl_trainer import checkpoint as checkpoints
-    from vlarl_trainer.cluster import WorkerGroup, start_ray
+    from vlarl_trainer.rl import checkpoint as checkpoints
+    from vlarl_trainer.rl.cluster import WorkerGroup, start_ray
     from vlarl_trainer.config import config_from_yaml
-    from vlarl_trainer.evaluation import evaluate, evaluation_options, format_table
-    from vlarl_trainer.rollout import Shards
-    from vlarl_trainer.validation import validate
-    from vlarl_trainer.workers.env_worker import EnvWorker
-    from vlarl_trainer.workers.rollout_worker import RolloutWorker
+    from vlarl_trainer.rl.evaluation import evaluate, evaluation_options, format_table
+    from vlarl_trainer.rl.rollout import Shards
+    from vlarl_trainer.rl.validation import validate
+    from vlarl_trainer.rl.workers.env_worker import EnvWorker
+    from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
 
     args = _overrides(argv)
     if not args or "=" in args[0]:

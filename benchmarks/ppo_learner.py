@@ -1,8 +1,9 @@
 """A small PPO learner for state-based gymnasium vector environments, built from vlarl_algos.
 
-It is the reference user of the package's functions (GAE with truncation bootstrapping,
+It lives beside ``ppo_vs_sb3.py``, its only user, which pits it against Stable-Baselines3; it
+is the reference user of vlarl_algos' functions (GAE with truncation bootstrapping,
 masked advantage normalization, the clipped actor loss, the value loss, the entropy bonus)
-and the learner that ``benchmarks/ppo_vs_sb3.py`` pits against Stable-Baselines3. It reads
+It reads
 top to bottom in the order of the algorithm: collect a rollout into preallocated
 time-first buffers, bootstrap, compute GAE, then run epochs of shuffled minibatches.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, STRATEGIES, TrainConfig
-from vlarl_trainer.placement import parse_component_placement
+from vlarl_trainer.rl.placement import parse_component_placement
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ import vlarl_policies
 from vlarl_policies import VLAPolicy
 from vlarl_trainer.data import ActionChunkSampler, DemonstrationDataset, load_dataset
 from vlarl_trainer.metrics import MetricLogger
-from vlarl_trainer.sft_config import SFTConfig, create_run_dir, save_config
-from vlarl_trainer.sft_eval import evaluate_success, success_table
+from vlarl_trainer.sft.config import SFTConfig, create_run_dir, save_config
+from vlarl_trainer.sft.evaluation import evaluate_success, success_table
 
 
 @dataclass

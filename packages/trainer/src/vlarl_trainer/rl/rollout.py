@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vlarl_trainer.cluster import WorkerGroup, wait_all
+from vlarl_trainer.rl.cluster import WorkerGroup, wait_all
 
 
 @dataclass

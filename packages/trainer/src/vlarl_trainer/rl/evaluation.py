@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from vlarl_trainer.config import TrainConfig
-from vlarl_trainer.rollout import Shards, run_episodes
+from vlarl_trainer.rl.rollout import Shards, run_episodes
 
 STATISTICS = ("success_once", "success_at_end", "return", "episode_len")
 

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from vlarl_trainer.config import TrainConfig, load_config
-from vlarl_trainer.evaluation import format_table
-from vlarl_trainer.main_job_presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
+from vlarl_trainer.rl.evaluation import format_table
+from vlarl_trainer.jobs.presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
 from vlarl_trainer.metrics import logged_seconds
 from vlarl_trainer.run_dirs import make_run_dir, run_exists_error
-from vlarl_trainer.sft_config import SFTConfig
+from vlarl_trainer.sft.config import SFTConfig
 
 COLLECTOR_ENV_KEYWORDS = ("obs_mode", "reward_mode")
 """Env keywords the collector sets itself; the others (image size, horizon, ...) pass through."""
@@ -102,7 +102,7 @@ def reinforce(config: TrainConfig) -> dict[str, Any]:
     """``vlarl-train`` on the config: its results hold the ``before`` and ``after`` evaluation reports."""
     import ray
 
-    from vlarl_trainer.runner import Trainer
+    from vlarl_trainer.rl.runner import Trainer
 
     try:
         trainer = Trainer(config)
@@ -169,7 +169,7 @@ def run_main_job(preset: MainJobPreset, variant: str = "flow-sde", seed: int = 0
                  name: str | None = None, overrides: list[str] | None = None,
                  dataset: str | Path | None = None) -> tuple[dict[str, Any], str]:
     """Run every stage in a new folder ``<out>/<name>``; returns results.json's content and the summary text."""
-    from vlarl_trainer.validation import validate
+    from vlarl_trainer.rl.validation import validate
 
     name = name or f"main-{preset.name}-{variant}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     job_dir = Path(out) / name
@@ -208,7 +208,7 @@ def job_config(job_dir: Path, state: dict[str, Any]) -> TrainConfig:
 
 def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The stages job.json does not record as finished, then results.json."""
-    from vlarl_trainer.sft import run_sft
+    from vlarl_trainer.sft.train import run_sft
 
     preset, seconds = preset_from_dict(state["preset"]), state["seconds"]
     config = job_config(job_dir, state)
@@ -274,8 +274,8 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
 def rl_stage_config(job_dir: Path, config: TrainConfig) -> tuple[TrainConfig, int | None]:
     """The trainer config that carries the RL stage on, and the step it resumes from (None: from the start).
     An RL run that stopped before its first checkpoint is moved aside, kept, and RL starts again."""
-    from vlarl_trainer import checkpoint as checkpoints
-    from vlarl_trainer.runner import resumed_config
+    from vlarl_trainer.rl import checkpoint as checkpoints
+    from vlarl_trainer.rl.runner import resumed_config
 
     rl_dir = job_dir / config.runner.name
     if not rl_dir.exists():
@@ -292,7 +292,7 @@ def rl_stage_config(job_dir: Path, config: TrainConfig) -> tuple[TrainConfig, in
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 2 on bad arguments or an existing run directory, 1 when a trainer worker fails."""
-    from vlarl_trainer.cluster import WorkerFailure
+    from vlarl_trainer.rl.cluster import WorkerFailure
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS))

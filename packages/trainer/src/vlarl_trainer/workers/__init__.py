@@ -1,1 +1,0 @@
-"""The three worker roles. Plain classes: vlarl_trainer.cluster turns them into Ray actors."""
