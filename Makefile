@@ -35,7 +35,7 @@ test-fast:
 
 # The main job at demo size: demonstrations, SFT, then RL with success before and after (12-15 min on 2 idle cores).
 demo:
-	$(UV) run --locked vlarl-main-job --preset demo --out demo_output
+	$(UV) run --locked vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=demo runner.output_dir=demo_output
 
 # The scripted experts on four tasks, one captioned mp4 per episode.
 demo-experts:

@@ -26,7 +26,7 @@ import torch
 import vlarl_envs  # noqa: F401  (registers the vlarl env ids)
 import vlarl_policies
 from vlarl_envs.metaworld.registration import METAWORLD_DENSE_REWARD_MAX
-from vlarl_trainer.sft.evaluation import observation_batch
+from vlarl_trainer.rl.workers.env_worker import batch_observations as observation_batch
 
 ENV_ID = "vlarl/MetaWorld-MT10-v3"
 

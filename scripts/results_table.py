@@ -86,6 +86,17 @@ def record_files(path: Path) -> tuple[Path, Path]:
     return job, metrics
 
 
+def job_seed(job: dict) -> int:
+    """The seed of a results.json or job.json: a top-level entry, or the config tree's ``runner.seed``."""
+    return int(job["seed"] if "seed" in job else job["config"]["runner"]["seed"])
+
+
+def job_steps(job: dict) -> int:
+    """The RL steps a job runs: its config tree's ``runner.max_steps``, or the preset's in records written
+    before the main job read one config tree."""
+    return int(job["config"]["runner"]["max_steps"] if "config" in job else job["preset"]["rl"]["steps"])
+
+
 def read_record(path: Path) -> RunRecord:
     job_path, metrics_path = record_files(path)
     job = json.loads(job_path.read_text())
@@ -98,7 +109,7 @@ def read_record(path: Path) -> RunRecord:
                                                if key.startswith("eval/")}
     if 0 not in evaluations:
         raise ValueError(f"{metrics_path} logs no evaluation before RL (step 0); run the job with eval.at_start=true")
-    return RunRecord(name=path.name, seed=int(job["seed"]), job_steps=int(job["preset"]["rl"]["steps"]),
+    return RunRecord(name=path.name, seed=int(job_seed(job)), job_steps=job_steps(job),
                      job_seconds=job["seconds"], resumed=job.get("resumed_from_step") is not None,
                      evaluations=evaluations, logged_seconds=logged_seconds(metrics_path))
 

@@ -99,7 +99,7 @@ def test_bad_overrides(overrides, message):
         (["algorithm.name=grpo", "algorithm.skip_unsolved_tasks=true"], "needs algorithm.name=ppo, got 'grpo'"),
         (["runner.torch_threads=0"], "runner.torch_threads must be >= 1, got 0"),
         (["actor.torch_threads=0"], r"actor.torch_threads must be >= 1 or null \(runner.torch_threads\), got 0"),
-        (["cluster.component_placement={env: 0, rollout: 0}"], "no placement for"),
+        (["cluster.component_placement={critic: 1}"], "unknown component 'critic'"),
         (["cluster.component_placement={env: '0-1', rollout: '0-2', actor: 0}"], "multiple of rollout workers"),
         (["env.id=vlarl/MetaWorld-fly-v3"], "not available"),
     ],
@@ -116,3 +116,26 @@ def test_actor_threads_default_to_the_runners():
     recipe = "recipe=metaworld_10_ppo_openpi_tiny"
     assert actor_threads(load_config([recipe, "runner.torch_threads=3"])) == 3
     assert actor_threads(load_config([recipe, "runner.torch_threads=3", "actor.torch_threads=2"])) == 2
+
+
+@pytest.mark.parametrize("recipe", sorted(available_recipes()))
+def test_every_recipe_names_itself(recipe):
+    assert load_config([f"recipe={recipe}"]).recipe == recipe
+
+
+def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
+    import yaml
+
+    from vlarl_trainer.cli.commands import collect_main, eval_main, main_job_main, sft_main, train_main
+
+    for main in (collect_main, sft_main, train_main, eval_main, main_job_main):
+        assert main(["recipe=metaworld_10_ppo_openpi_tiny", "job=full", "actor.lr=3e-5", "--cfg", "job"]) == 0
+        tree = yaml.safe_load(capsys.readouterr().out)
+        assert set(tree) == {"recipe", "dataset", "resume", "env", "policy", "algorithm", "rollout", "actor", "cluster",
+                             "eval", "runner", "collect", "sft", "job"}
+        assert (tree["recipe"], tree["job"]["size"], tree["actor"]["lr"]) == ("metaworld_10_ppo_openpi_tiny", "full", 3e-5)
+        assert tree["collect"]["task_episodes"] == {"reach-v3": 5, "push-v3": 5, "pick-place-v3": 5}
+    assert train_main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("vlarl-train [recipe=<name>]")
+    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: demo, full" in text

@@ -13,7 +13,7 @@ require_simulator("metaworld")
 from vlarl_envs.metaworld import METAWORLD_INSTRUCTIONS, scripted_expert  # noqa: E402
 
 from vlarl_trainer.data import collect_demonstrations, load_dataset  # noqa: E402
-from vlarl_trainer.data.collector import main as collect_main  # noqa: E402
+from vlarl_trainer.cli.commands import collect_main  # noqa: E402
 
 pytestmark = pytest.mark.sim
 TASK = "reach-v3"
@@ -89,15 +89,15 @@ def test_refuses_task_episodes_for_other_tasks_or_without_a_positive_count(tmp_p
         collect_demonstrations(ENV_ID, 1, tmp_path / "x", image_size=32, task_episodes={"push-v3": 2})
     with pytest.raises(ValueError, match="positive integers, got 0 for reach-v3"):
         collect_demonstrations(ENV_ID, 1, tmp_path / "y", image_size=32, task_episodes={TASK: 0})
-    with pytest.raises(SystemExit):
-        collect_main(["--env-id", ENV_ID, "--episodes-per-task", "1", "--out", str(tmp_path / "z"),
-                      "--task-episodes", "reach-v3"])
+    assert collect_main([f"env.id={ENV_ID}", f"dataset={tmp_path / 'z'}", "collect.task_episodes={reach-v3: 0}"]) == 2
+    assert collect_main([f"env.id={ENV_ID}"]) == 2
     assert list(tmp_path.iterdir()) == []
 
 
 def test_console_script_prints_the_table(tmp_path, capsys):
-    collect_main(["--env-id", ENV_ID, "--episodes-per-task", "1", "--image-size", "32", "--out", str(tmp_path / "d"),
-                  "--horizon", "150", "--task-episodes", f"{TASK}=2"])
+    assert collect_main([f"env.id={ENV_ID}", "collect.episodes_per_task=1", f"dataset={tmp_path / 'd'}",
+                         "env.kwargs={image_size: 32, horizon: 150, obs_mode: state}",
+                         f"collect.task_episodes={{{TASK}: 2}}"]) == 0
     printed = capsys.readouterr().out
     assert f"| {TASK} | 2/2 | 2 |" in printed and str(tmp_path / "d") in printed
     dataset = load_dataset(tmp_path / "d")

@@ -1,9 +1,8 @@
-"""vlarl-main-job: presets, the trainer config it builds, its results and table, a whole tiny run;
+"""vlarl-main-job: the job sizes, the stage configs it derives, its results and table, a whole tiny run;
 and scripts/plot_learning_curve.py on synthetic metrics."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -12,26 +11,31 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from vlarl_trainer.cli.commands import main_job_main as main
+from vlarl_trainer.config import available_jobs, config_from_dict, load_config, to_dict
 from vlarl_trainer.data.reader import read_episodes
 from vlarl_trainer.jobs.main_job import (
     JOB_STATE,
+    describe_collection,
+    job_dir_of,
     job_results,
-    main,
-    preset_from_dict,
     resume_main_job,
     rl_stage_config,
+    rl_stage_start,
     run_main_job,
-    sft_config,
+    sft_checkpoint,
+    sft_stage_config,
     summary_text,
-    trainer_config,
-    with_stage_sizes,
     write_json,
 )
-from vlarl_trainer.jobs.presets import PRESETS, VARIANT_RECIPES, CollectStage, MainJobPreset, RLStage, SFTStage
 from vlarl_trainer.rl.validation import validate
 
 ROOT = Path(__file__).resolve().parents[3]
-CHECKPOINT = Path("/runs/job/sft/checkpoints/step_5")
+RECIPE = "recipe=metaworld_10_ppo_openpi_tiny"
+
+
+def job(size: str, *overrides: str):
+    return load_config([RECIPE, f"job={size}", *overrides])
 
 
 def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
@@ -40,58 +44,55 @@ def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
     return {"table": table, "metrics": {"eval/success_once": mean, "time/eval": seconds}}
 
 
-def test_presets_grow_from_demo_to_full():
-    demo, full = PRESETS["demo"], PRESETS["full"]
+def test_job_sizes_grow_from_demo_to_full():
+    assert available_jobs() == ["demo", "full"]
+    demo, full = job("demo"), job("full")
+    assert (demo.job.size, full.job.size) == ("demo", "full")
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
-    assert demo.sft.steps <= full.sft.steps
-    assert demo.rl.steps < full.rl.steps
-    assert demo.rl.eval_episodes_per_task < full.rl.eval_episodes_per_task
-    assert set(VARIANT_RECIPES) == {"flow-sde", "flow-noise", "grpo"}
+    assert demo.sft.steps <= full.sft.steps == 1200
+    assert demo.runner.max_steps < full.runner.max_steps == 100
+    assert demo.eval.episodes_per_task < full.eval.episodes_per_task
+    assert describe_collection(full) == "1 per task, 5 of reach-v3, 5 of push-v3, 5 of pick-place-v3"
+    # Sizes only: the recipe's RL settings stay unless the size says otherwise.
+    assert full.actor == load_config([RECIPE]).actor and full.recipe == "metaworld_10_ppo_openpi_tiny"
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("variant", sorted(VARIANT_RECIPES))
-def test_full_preset_steps_its_envs_in_two_processes(tmp_path, variant):
-    config = trainer_config(PRESETS["full"], variant, 0, tmp_path, CHECKPOINT, [])
-    layout = validate(config)
+@pytest.mark.parametrize("recipe", ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise",
+                                    "metaworld_10_grpo_openpi_tiny"])
+def test_full_job_steps_its_envs_in_two_processes(tmp_path, recipe):
+    config = load_config([f"recipe={recipe}", "job=full"])
+    layout = validate(rl_stage_start(config, tmp_path))
     assert layout.env_workers == 2 and layout.rollout_workers == 1 and layout.actor_workers == 1
     assert config.env.num_envs == 2 * config.rollout.pipeline_stage_num * layout.envs_per_stage
 
 
-def test_trainer_config_puts_preset_then_user_then_the_job_wiring(tmp_path):
-    config = trainer_config(PRESETS["demo"], "flow-sde", 3, tmp_path, CHECKPOINT,
-                            ["actor.lr=5e-5", "runner.name=mine", "eval.at_start=false", "eval.video=false"])
-    assert config.recipe == "metaworld_10_ppo_openpi_tiny" and config.env.kwargs["reward_mode"] == "shaped"
-    assert config.runner.max_steps == PRESETS["demo"].rl.steps
-    assert config.eval.episodes_per_task == PRESETS["demo"].rl.eval_episodes_per_task
-    assert config.runner.seed == 3
-    assert config.actor.lr == 5e-5 and config.eval.video is False
-    # RL must start from the SFT checkpoint and evaluate before it trains, whatever the user says.
-    assert config.policy.pretrained == str(CHECKPOINT)
-    assert config.eval.at_start is True
-    assert (config.runner.output_dir, config.runner.name) == (str(tmp_path), "rl")
-    assert trainer_config(PRESETS["demo"], "grpo", 0, tmp_path, CHECKPOINT, []).algorithm.name == "grpo"
-    with pytest.raises(ValueError, match="unknown variant"):
-        trainer_config(PRESETS["demo"], "sac", 0, tmp_path, CHECKPOINT, [])
-
-
-def test_sft_trains_the_policy_the_recipe_will_load(tmp_path):
-    config = trainer_config(PRESETS["demo"], "flow-noise", 1, tmp_path, CHECKPOINT, [])
-    sft = sft_config(PRESETS["demo"], config, tmp_path / "demos", tmp_path)
-    assert sft.policy_overrides["noise_method"] == "flow_noise" and sft.policy_overrides["joint_logprob"] is True
-    assert sft.policy_overrides["action_chunk"] == config.env.action_chunk
-    assert (sft.steps, sft.batch_size, sft.lr, sft.seed) == (PRESETS["demo"].sft.steps, PRESETS["demo"].sft.batch_size,
-                                                             PRESETS["demo"].sft.lr, 1)
-    assert sft.run_dir == str(tmp_path / "sft") and sft.eval_episodes == 0
+def test_stage_configs_share_the_tree_and_wire_the_stages(tmp_path):
+    config = job("demo", "actor.lr=5e-5", "runner.seed=3", "eval.at_start=false", "runner.output_dir=out",
+                 "runner.name=mine")
+    assert job_dir_of(config) == Path("out") / "mine"
+    assert job_dir_of(job("full", "runner.seed=2")).name.startswith("main-full-metaworld_10_ppo_openpi_tiny-seed2-")
+    sft = sft_stage_config(config, tmp_path, tmp_path / "demos")
+    rl = rl_stage_start(config, tmp_path)
+    # SFT trains the very policy RL loads: one policy and env section, one seed.
+    assert sft.policy == config.policy and sft.env == config.env and sft.runner.seed == rl.runner.seed == 3
+    assert (sft.runner.output_dir, sft.runner.name, sft.dataset) == (str(tmp_path), "sft", str(tmp_path / "demos"))
+    assert sft.sft.evaluate is False
+    # RL starts from the SFT checkpoint and evaluates before it trains, whatever the user says.
+    assert rl.policy.pretrained == str(sft_checkpoint(config, tmp_path)) == str(tmp_path / "sft/checkpoints/step_1200")
+    assert rl.eval.at_start is True and rl.actor.lr == 5e-5 and rl.runner.max_steps == 30
+    assert (rl.runner.output_dir, rl.runner.name) == (str(tmp_path), "rl")
+    assert config_from_dict(json.loads(json.dumps(to_dict(config)))) == config
 
 
 def test_results_json_and_the_final_table(tmp_path):
+    config = job("demo", "runner.seed=2", "actor.lr=5e-5")
     before = report({("test", "push-v3"): 0.2, ("test", "reach-v3"): 0.0}, seconds=4.0)
     after = report({("test", "push-v3"): 0.6, ("test", "reach-v3"): 0.2}, seconds=5.0)
     paths = {"tensorboard": {"sft": "j/sft/tensorboard", "rl": "j/rl/tensorboard"}, "videos": "j/rl/videos",
              "video_files": ["j/rl/videos/eval_step_0/round_000.mp4"], "results": str(tmp_path / "results.json")}
-    results = job_results(PRESETS["demo"], "flow-sde", 2, before, after, {"first": 1.2, "final": 0.3}, {"sft": 10.0},
-                          paths, overrides=["actor.lr=5e-5"])
+    results = job_results(config, ["actor.lr=5e-5"], before, after, {"first": 1.2, "final": 0.3}, {"sft": 10.0},
+                          paths)
     write_json(tmp_path / "results.json", results)
 
     saved = json.loads((tmp_path / "results.json").read_text())
@@ -99,9 +100,9 @@ def test_results_json_and_the_final_table(tmp_path):
                                 {"split": "test", "task": "reach-v3", "before": 0.0, "after": 0.2}]
     assert saved["mean"] == pytest.approx({"before": 0.1, "after": 0.4})
     assert saved["sft_loss"] == {"first": 1.2, "final": 0.3} and saved["seconds"] == {"sft": 10.0}
-    assert saved["seed"] == 2 and saved["recipe"] == "metaworld_10_ppo_openpi_tiny"
+    assert saved["seed"] == 2 and saved["recipe"] == "metaworld_10_ppo_openpi_tiny" and saved["job"] == "demo"
     assert saved["resumed_from_step"] is None and saved["overrides"] == ["actor.lr=5e-5"]
-    assert saved["preset"]["sft"] == dataclasses.asdict(PRESETS["demo"].sft)
+    assert config_from_dict(saved["config"]) == config
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
 
     text = summary_text(before, after, paths)
@@ -142,44 +143,27 @@ def test_logged_seconds_count_a_replayed_step_once_with_its_later_time(tmp_path)
 def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "results.json").write_text("{}")
-    assert main(["--out", str(tmp_path), "--name", "taken"]) == 2
+    assert main([RECIPE, "job=demo", f"runner.output_dir={tmp_path}", "runner.name=taken"]) == 2
     assert "never overwrites" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
-    with pytest.raises(SystemExit):
-        main(["--out", str(tmp_path), "actor.lr"])
-
-
-def test_stage_sizes_replace_the_presets_numbers_and_nothing_else():
-    full = PRESETS["full"]
-    changed = with_stage_sizes(full, demos_per_task=3, sft_steps=400)
-    assert changed.collect.episodes_per_task == 3 and changed.sft.steps == 400
-    assert full.collect.task_episodes["reach-v3"] == 5 and changed.collect.task_episodes == {}
-    assert full.collect.describe() == "1 per task, 5 of reach-v3, 5 of push-v3, 5 of pick-place-v3"
-    assert changed.sft.lr == full.sft.lr and changed.rl == full.rl and changed.name == full.name
-    assert with_stage_sizes(full) == full
-    assert PRESETS["full"].sft.steps == 1200
-    with pytest.raises(ValueError, match="--demos-per-task must be a positive integer, got 0"):
-        with_stage_sizes(full, demos_per_task=0)
-    with pytest.raises(ValueError, match="exceed the preset's 100 warm-up steps, got 50"):
-        with_stage_sizes(full, sft_steps=50)
+    assert main([RECIPE, "job=huge"]) == 2
+    assert "unknown job 'huge'; available: ['demo', 'full']" in capsys.readouterr().err
+    assert main(["job=demo"]) == 2
+    assert "name a recipe" in capsys.readouterr().err
 
 
 def test_cli_refuses_bad_stage_sizes_before_any_work(tmp_path, capsys):
-    assert main(["--out", str(tmp_path), "--name", "job", "--sft-steps", "0"]) == 2
-    assert "--sft-steps must be a positive integer, got 0" in capsys.readouterr().err
+    assert main([RECIPE, "job=demo", f"runner.output_dir={tmp_path}", "runner.name=job", "sft.steps=0"]) == 2
+    assert "sft.steps must be positive, got 0" in capsys.readouterr().err
+    assert main([RECIPE, "job=demo", f"runner.output_dir={tmp_path}", "runner.name=job",
+                 "collect.episodes_per_task=0"]) == 2
+    assert "collect.episodes_per_task must be positive, got 0" in capsys.readouterr().err
     assert not (tmp_path / "job").exists()
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
-def test_presets_survive_the_json_of_job_state(name):
-    for preset in (PRESETS[name], with_stage_sizes(PRESETS[name], demos_per_task=2)):
-        assert preset_from_dict(json.loads(json.dumps(dataclasses.asdict(preset)))) == preset
-
-
-def write_job_state(job: Path, seconds: dict[str, float]) -> None:
-    job.mkdir()
-    write_json(job / JOB_STATE, {"preset": dataclasses.asdict(PRESETS["demo"]), "variant": "flow-sde", "seed": 0,
-                                 "overrides": [], "dataset": None, "seconds": seconds})
+def write_job_state(job_dir: Path, seconds: dict[str, float]) -> None:
+    job_dir.mkdir()
+    write_json(job_dir / JOB_STATE, {"config": to_dict(job("demo")), "overrides": [], "seconds": seconds})
 
 
 def test_resume_refuses_what_it_cannot_continue(tmp_path, capsys):
@@ -188,20 +172,23 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path, capsys):
     write_job_state(tmp_path / "in-sft", {"collect": 20.0})
     with pytest.raises(ValueError, match="stopped during sft, before RL"):
         resume_main_job(tmp_path / "in-sft")
+    (tmp_path / "old").mkdir()
+    write_json(tmp_path / "old" / JOB_STATE, {"preset": {}, "variant": "flow-sde", "seconds": {"collect": 1.0}})
+    with pytest.raises(ValueError, match="holds no config tree"):
+        resume_main_job(tmp_path / "old")
     write_job_state(tmp_path / "done", {"collect": 20.0, "sft": 100.0})
     (tmp_path / "done" / "results.json").write_text("{}")
-    assert main(["--resume", str(tmp_path / "done")]) == 2
+    assert main([f"resume={tmp_path / 'done'}"]) == 2
     assert "finished already" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--resume", str(tmp_path / "done"), "--seed", "1", "actor.lr=1e-5"])
-    assert "drop --seed, KEY=VALUE" in capsys.readouterr().err
+    assert main([f"resume={tmp_path / 'done'}", "runner.seed=1", "actor.lr=1e-5"]) == 2
+    assert "drop ['runner.seed=1', 'actor.lr=1e-5']" in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "done").iterdir()) == [JOB_STATE, "results.json"]
 
 
 def test_rl_stage_continues_from_its_checkpoint_or_starts_again(tmp_path):
     from vlarl_trainer.config import to_yaml
 
-    config = trainer_config(PRESETS["demo"], "flow-sde", 0, tmp_path, CHECKPOINT, [])
+    config = rl_stage_start(job("demo"), tmp_path)
     assert rl_stage_config(tmp_path, config) == (config, None)
 
     rl = tmp_path / "rl"
@@ -217,23 +204,32 @@ def test_rl_stage_continues_from_its_checkpoint_or_starts_again(tmp_path):
     assert step == 5 and resumed.resume == str(rl) and resumed.runner.max_steps == config.runner.max_steps
 
 
-TINY = MainJobPreset(
-    name="tiny",
-    # The per-task count wins over the default for its task, as the full preset's extra demonstrations do.
-    collect=CollectStage(episodes_per_task=1, task_episodes={"reach-v3": 2}),
-    sft=SFTStage(steps=5, batch_size=8, lr=1e-3, warmup_steps=1),
-    rl=RLStage(steps=1, eval_episodes_per_task=1, trainer_overrides=(
-        "env.id=vlarl/MetaWorld-reach-v3",
-        "env.num_envs=2",
-        "env.max_steps=10",
-        # The collector shares the env's horizon: the reach expert needs up to about 55 steps.
-        "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 60, reward_mode: sparse}",
-        "actor.global_batch_size=4",
-        "actor.micro_batch_size=2",
-        "actor.update_epoch=1",
-        "runner.progress=false",
-    )),
+TINY = (
+    "env.id=vlarl/MetaWorld-reach-v3",
+    # The per-task count wins over the default for its task, as the full job's extra demonstrations do.
+    "collect.episodes_per_task=1",
+    "collect.task_episodes={reach-v3: 2}",
+    "sft.steps=5",
+    "sft.batch_size=8",
+    "sft.warmup_steps=1",
+    "runner.max_steps=1",
+    "eval.episodes_per_task=1",
+    "eval.video=true",
+    "env.num_envs=2",
+    "env.max_steps=10",
+    # The collector shares the env's horizon: the reach expert needs up to about 55 steps.
+    "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 60, reward_mode: sparse}",
+    "rollout.pipeline_stage_num=1",
+    "actor.global_batch_size=4",
+    "actor.micro_batch_size=2",
+    "actor.update_epoch=1",
+    "runner.progress=false",
 )
+
+
+def tiny_job(tmp_path, *overrides: str):
+    return load_config([RECIPE, *TINY, f"runner.output_dir={tmp_path}", "runner.name=job", "runner.seed=1",
+                        *overrides])
 
 
 @pytest.mark.sim
@@ -244,9 +240,9 @@ def test_whole_job_runs_and_never_overwrites(tmp_path):
     require_simulator("metaworld")
     import vlarl_policies
 
-    results, summary = run_main_job(TINY, "flow-sde", seed=1, out=tmp_path, name="job")
-    job = tmp_path / "job"
-    saved = json.loads((job / "results.json").read_text())
+    results, summary = run_main_job(tiny_job(tmp_path), ["runner.seed=1"])
+    job_dir = tmp_path / "job"
+    saved = json.loads((job_dir / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))
     (row,) = saved["success"]
     assert (row["split"], row["task"]) == ("test", "reach-v3")
@@ -265,10 +261,10 @@ def test_whole_job_runs_and_never_overwrites(tmp_path):
     rl_metrics = [json.loads(line) for line in Path(paths["metrics"]["rl"]).read_text().splitlines()]
     assert any("env/success_once" in record for record in rl_metrics)
 
-    written = (job / "results.json").read_bytes()
+    written = (job_dir / "results.json").read_bytes()
     with pytest.raises(FileExistsError, match="never overwrites"):
-        run_main_job(TINY, "flow-sde", seed=1, out=tmp_path, name="job")
-    assert (job / "results.json").read_bytes() == written
+        run_main_job(tiny_job(tmp_path))
+    assert (job_dir / "results.json").read_bytes() == written
 
 
 def load_plot_script():
@@ -326,8 +322,7 @@ def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
     from vlarl_trainer.rl.runner import Trainer
 
     require_simulator("metaworld")
-    preset = dataclasses.replace(TINY, rl=dataclasses.replace(
-        TINY.rl, steps=2, trainer_overrides=(*TINY.rl.trainer_overrides, "runner.save_interval=1")))
+    config = tiny_job(tmp_path, "runner.max_steps=2", "runner.save_interval=1")
     train_step = Trainer.train_step
 
     def stop_at_second_step(self, step):
@@ -337,7 +332,7 @@ def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Trainer, "train_step", stop_at_second_step)
     with pytest.raises(StopAtSecondStep):
-        run_main_job(preset, "flow-sde", seed=1, out=tmp_path, name="job")
+        run_main_job(config)
     job = tmp_path / "job"
     assert not (job / "results.json").exists()
     assert set(json.loads((job / JOB_STATE).read_text())["seconds"]) == {"collect", "sft"}

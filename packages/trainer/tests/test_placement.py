@@ -51,11 +51,18 @@ def test_component_placement_forms():
     assert len(placed["actor"]) == 8 and device_count(placed) == 8
 
 
+def test_a_key_naming_fewer_components_wins_in_either_order():
+    shared_then_env = parse_component_placement({"env,rollout,actor": 0, "env": "0:0-1"})
+    env_then_shared = parse_component_placement({"env": "0:0-1", "env,rollout,actor": 0})
+    assert shared_then_env == env_then_shared == {"env": [(0,), (0,)], "rollout": [(0,)], "actor": [(0,)]}
+
+
 @pytest.mark.parametrize(
     "placement, message",
     [
         ({"env": 0, "rollout": 0}, "no placement for \\['actor'\\]"),
         ({"env,rollout": 0, "rollout,actor": 0}, "placed twice"),
+        ({"env,rollout,actor": 0, "env,rollout": 1, "rollout,actor": 1}, "'rollout' is placed twice"),
         ({"env,rollout,actor": 0, "critic": 1}, "unknown component 'critic'"),
     ],
 )

@@ -9,16 +9,10 @@ import pytest
 import torch
 
 import vlarl_policies
+from vlarl_trainer.cli.commands import sft_main as main
+from vlarl_trainer.config import load_config
 from vlarl_trainer.data import Episode, LeRobotDatasetWriter, load_dataset
-from vlarl_trainer.sft.train import (
-    build_policy,
-    evaluation_target,
-    learning_rate_factor,
-    main,
-    parse_override,
-    run_sft,
-)
-from vlarl_trainer.sft.config import SFTConfig
+from vlarl_trainer.sft.train import build_policy, check_dataset_matches_env, check_sft_config, learning_rate_factor, run_sft
 
 TASKS = ("push the block left", "push the block right")
 
@@ -47,10 +41,14 @@ def dataset_root(tmp_path):
     return synthetic_dataset(tmp_path / "demos")
 
 
-def config_for(dataset_root, run_dir, **changes) -> SFTConfig:
-    settings = {"steps": 60, "batch_size": 8, "lr": 2e-3, "warmup_steps": 5, "log_every": 20, "threads": 1,
-                "eval_episodes": 0, **changes}
-    return SFTConfig(dataset=str(dataset_root), run_dir=str(run_dir), **settings)
+SETTINGS = ("env.id=vlarl/MetaWorld-reach-v3", "sft.steps=60", "sft.batch_size=8", "sft.lr=2e-3", "sft.warmup_steps=5",
+            "sft.log_every=20", "sft.evaluate=false", "runner.torch_threads=1")
+"""A short SFT of the default tiny pi0 on the synthetic dataset, collected (its info.json says) on reach-v3."""
+
+
+def config_for(dataset_root, run_dir, *overrides: str):
+    return load_config([*SETTINGS, f"dataset={dataset_root}", f"runner.output_dir={run_dir.parent}",
+                        f"runner.name={run_dir.name}", *overrides], need_recipe=False)
 
 
 def test_training_cuts_the_loss_and_writes_the_run_directory(dataset_root, tmp_path):
@@ -58,7 +56,8 @@ def test_training_cuts_the_loss_and_writes_the_run_directory(dataset_root, tmp_p
     result = run_sft(config_for(dataset_root, tmp_path / "run"))
     assert result.final_loss < 0.85 * result.first_loss
     run_dir = tmp_path / "run"
-    assert json.loads((run_dir / "config.json").read_text())["steps"] == 60
+    saved = (run_dir / "config.yaml").read_text()
+    assert "steps: 60" in saved and f"dataset: {dataset_root}" in saved
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [20, 40, 60]
     assert {"sft/loss", "train/actor/grad_norm", "train/actor/lr", "time/steps_per_second"} <= set(lines[0])
@@ -67,51 +66,68 @@ def test_training_cuts_the_loss_and_writes_the_run_directory(dataset_root, tmp_p
     policy = vlarl_policies.from_pretrained(result.checkpoint)
     state_mean = load_dataset(dataset_root).stats["observation.state"]["mean"]
     np.testing.assert_allclose(policy.observation_encoder.state_normalizer.offset.numpy(), state_mean, rtol=1e-5)
-    assert result.success is None
+    assert result.evaluation is None
+    assert policy.config.action_chunk == 5  # the env's chunk: the policy RL on env.* would load
 
 
 def test_a_run_never_reuses_a_directory(dataset_root, tmp_path):
     (tmp_path / "taken").mkdir()
     with pytest.raises(FileExistsError, match="never overwrite"):
-        run_sft(config_for(dataset_root, tmp_path / "taken", steps=1))
+        run_sft(config_for(dataset_root, tmp_path / "taken", "sft.steps=1", "sft.warmup_steps=0"))
 
 
 def test_a_checkpoint_that_does_not_fit_the_dataset_is_refused(dataset_root, tmp_path):
     policy = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=3)
     policy.save_pretrained(tmp_path / "four-dim")
-    config = config_for(dataset_root, tmp_path / "run", checkpoint=str(tmp_path / "four-dim"))
+    config = config_for(dataset_root, tmp_path / "run", f"policy.pretrained={tmp_path / 'four-dim'}")
     with pytest.raises(ValueError, match="policy expects action_dim=4, state_dim=3; dataset .* has action_dim=2"):
         build_policy(config, load_dataset(dataset_root))
-    wrist_only = config_for(dataset_root, tmp_path / "run", policy_overrides={"camera_keys": ["wrist_images"]})
+    wrist_only = config_for(dataset_root, tmp_path / "run", "+policy.kwargs.camera_keys=[wrist_images]")
     with pytest.raises(ValueError, match="policy reads camera 'wrist_images'; dataset .* has \\['main_images'\\]"):
         build_policy(wrist_only, load_dataset(dataset_root))
 
 
-def test_evaluation_target_comes_from_the_dataset_unless_given():
-    info = {"vlarl": {"env_id": "vlarl/MetaWorld-MT10-v3", "tasks": ["reach-v3", "push-v3"], "image_size": 64,
-                      "horizon": 100}}
-    assert evaluation_target(info, None, None, None) == ("vlarl/MetaWorld-MT10-v3", ["reach-v3", "push-v3"], 64, 100)
-    assert evaluation_target(info, None, ["push-v3"], 96, 150) == ("vlarl/MetaWorld-MT10-v3", ["push-v3"], 96, 150)
-    del info["vlarl"]["horizon"]  # datasets written before the collector recorded it: the env's default
-    assert evaluation_target(info, None, None, None)[3] is None
-    with pytest.raises(ValueError, match="evaluation needs an env id"):
-        evaluation_target({"features": {}}, None, None, None)
+def test_a_dataset_of_another_env_is_refused(dataset_root, tmp_path):
+    config = config_for(dataset_root, tmp_path / "run", "env.id=vlarl/MetaWorld-push-v3")
+    with pytest.raises(ValueError, match="collected on vlarl/MetaWorld-reach-v3, the recipe's env.id is "
+                                         "vlarl/MetaWorld-push-v3: set env.id=vlarl/MetaWorld-reach-v3"):
+        check_dataset_matches_env(load_dataset(dataset_root), config)
+    with pytest.raises(ValueError, match="collected on"):
+        run_sft(config)
+    assert not (tmp_path / "run").exists()
 
 
-def test_learning_rate_warms_up_then_decays_to_the_final_fraction(dataset_root):
-    config = SFTConfig(dataset=str(dataset_root), steps=100, warmup_steps=10, final_lr_fraction=0.1)
+def test_learning_rate_warms_up_then_decays_to_the_final_fraction(dataset_root, tmp_path):
+    config = config_for(dataset_root, tmp_path / "run", "sft.steps=100", "sft.warmup_steps=10",
+                        "sft.final_lr_fraction=0.1").sft
     factors = [learning_rate_factor(step, config) for step in range(101)]
     assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
     assert factors[10] == pytest.approx(1.0) and factors[100] == pytest.approx(0.1)
     assert all(a >= b for a, b in zip(factors[10:], factors[11:]))
 
 
-def test_config_and_command_line_reject_bad_values(dataset_root, tmp_path):
-    with pytest.raises(ValueError, match="steps must be positive, got 0"):
-        SFTConfig(dataset="d", steps=0)
-    assert parse_override("action_chunk=4") == ("action_chunk", 4)
-    assert parse_override("noise_method=flow_noise") == ("noise_method", "flow_noise")
-    with pytest.raises(SystemExit):
-        main(["--steps", "3"])
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        main(["--dataset", str(tmp_path / "missing"), "--eval-episodes", "0"])
+@pytest.mark.parametrize("override, message", [
+    ("sft.steps=0", "sft.steps must be positive, got 0"),
+    ("sft.lr=0", "sft.lr must be positive, got 0.0"),
+    ("sft.warmup_steps=60", r"sft.warmup_steps must lie in \[0, sft.steps=60\), got 60"),
+    ("sft.final_lr_fraction=2", r"sft.final_lr_fraction must be in \[0, 1\], got 2.0"),
+    ("dataset=null", "set dataset=<dir>"),
+])
+def test_bad_settings_are_named(dataset_root, tmp_path, override, message):
+    with pytest.raises(ValueError, match=message):
+        check_sft_config(config_for(dataset_root, tmp_path / "run", override))
+
+
+def test_command_line_reports_bad_input_and_sweeps_seeds(dataset_root, tmp_path, capsys):
+    assert main(["sft.steps=3"]) == 2
+    assert "name a recipe" in capsys.readouterr().err
+    assert main(["recipe=metaworld_10_ppo_openpi_tiny", f"dataset={tmp_path / 'missing'}"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    # Hydra's multirun: one SFT run per seed, each in its own directory, one after another.
+    sweep = ["recipe=metaworld_10_ppo_openpi_tiny", *SETTINGS, "sft.steps=2", "sft.warmup_steps=1",
+             f"dataset={dataset_root}", f"runner.output_dir={tmp_path / 'sweep'}", "runner.name=seed${runner.seed}"]
+    assert main(["-m", *sweep, "runner.seed=0,1"]) == 0
+    seed0, seed1, record = sorted((tmp_path / "sweep").iterdir())
+    assert (seed0.name, seed1.name) == ("seed0", "seed1") and record.name.startswith("sweep-")
+    assert "runner.seed=0,1" in (record / "multirun.yaml").read_text()
+    assert "seed: 1" in (tmp_path / "sweep" / "seed1" / "config.yaml").read_text()

@@ -1,7 +1,7 @@
 """SFT learns on MetaWorld: expert demonstrations of one task in, a tiny pi0 that solves held-out episodes out.
 
-Slow: collects DEMOS expert episodes at 64 px, trains STEPS steps,
-then replays test-split episodes 0..EVAL_EPISODES-1, which share no initial state with training.
+Slow: collects DEMOS expert episodes at 64 px, trains STEPS steps, then the trainer's evaluator
+replays test-split episodes 0..EVAL_EPISODES-1, which share no initial state with training.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from vlarl_envs.testing import require_simulator
 require_simulator("metaworld")
 
 import vlarl_policies  # noqa: E402
+from vlarl_trainer.cli.commands import eval_main  # noqa: E402
+from vlarl_trainer.config import load_config  # noqa: E402
 from vlarl_trainer.data import collect_demonstrations  # noqa: E402
-from vlarl_trainer.sft.train import main as sft_main  # noqa: E402
+from vlarl_trainer.rl.evaluation import evaluate_checkpoint  # noqa: E402
 from vlarl_trainer.sft.train import run_sft  # noqa: E402
-from vlarl_trainer.sft.config import SFTConfig  # noqa: E402
-from vlarl_trainer.sft.evaluation import evaluate_success  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(2400)]
 """About 20 minutes on the loaded, shared 2-core development machine (SFT at ~2 steps/s)."""
@@ -35,16 +35,21 @@ Not drawer-close: an untrained tiny pi0 pushes that drawer shut on all ten test 
 
 def test_sft_cuts_the_loss_and_solves_held_out_episodes(tmp_path, capsys):
     collect_demonstrations(ENV_ID, DEMOS, tmp_path / "demos", image_size=64)
-    config = SFTConfig(dataset=str(tmp_path / "demos"), run_dir=str(tmp_path / "run"), steps=STEPS, batch_size=16,
-                       lr=2e-3, log_every=100, eval_episodes=EVAL_EPISODES, eval_envs=5, eval_horizon=EVAL_HORIZON)
+    config = load_config([
+        f"env.id={ENV_ID}", f"env.max_steps={EVAL_HORIZON}",
+        f"env.kwargs={{obs_mode: rgb, image_size: 64, horizon: {EVAL_HORIZON}}}",
+        "env.num_envs=5", "rollout.pipeline_stage_num=1", f"eval.episodes_per_task={EVAL_EPISODES}",
+        f"dataset={tmp_path / 'demos'}", f"runner.output_dir={tmp_path}", "runner.name=run",
+        f"sft.steps={STEPS}", "sft.batch_size=16", "sft.lr=2e-3", "sft.log_every=100",
+    ], need_recipe=False)
     result = run_sft(config)
     assert result.final_loss < 0.2 * result.first_loss
     torch.manual_seed(0)
-    untrained = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4)
-    before = evaluate_success(untrained, ENV_ID, [TASK], EVAL_EPISODES, image_size=64, horizon=EVAL_HORIZON)
-    after = result.success[TASK]
-    assert sum(after) >= 5 and sum(after) > sum(before[TASK]) + 3
+    untrained = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, action_chunk=5)
+    before = evaluate_checkpoint(config, untrained.save_pretrained(tmp_path / "untrained"))
+    after = result.evaluation["table"][("test", TASK)]
+    assert after >= 0.5 and after > before["table"][("test", TASK)] + 0.3
 
-    sft_main(["--eval-only", str(result.checkpoint), "--dataset", str(tmp_path / "demos"),
-              "--eval-episodes", "2", "--eval-horizon", str(EVAL_HORIZON)])
-    assert f"| {TASK} |" in capsys.readouterr().out
+    # vlarl-eval scores an SFT checkpoint on the env its run's config.yaml names.
+    assert eval_main([f"eval.checkpoint={result.checkpoint}", "eval.episodes_per_task=2"]) == 0
+    assert f"| test | {TASK} |" in capsys.readouterr().out

@@ -221,3 +221,22 @@ def test_killed_env_worker_stops_the_run_and_keeps_its_checkpoint(tmp_path):
     import vlarl_policies
 
     vlarl_policies.from_pretrained(run_dir / "checkpoints" / "step_1" / "policy")
+
+
+def test_sft_and_rl_evaluation_score_a_checkpoint_alike(tmp_path):
+    """vlarl-sft's evaluation and vlarl-train's evaluation before RL are one evaluator: on the same
+    checkpoint and config they play the same episodes to the same returns."""
+    from vlarl_trainer.data import collect_demonstrations
+    from vlarl_trainer.sft.train import run_sft
+
+    collect_demonstrations("vlarl/MetaWorld-reach-v3", 1, tmp_path / "demos", image_size=64, horizon=10,
+                           keep_failures=True)
+    dense = ["env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10, reward_mode: dense}", "eval.episodes_per_task=3"]
+    sft = run_sft(load_config(["recipe=metaworld_10_ppo_openpi_tiny", *SMALL, *dense, f"dataset={tmp_path / 'demos'}",
+                               "sft.steps=3", "sft.warmup_steps=1", f"runner.output_dir={tmp_path}", "runner.name=sft"]))
+    trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", *dense, f"policy.pretrained={sft.checkpoint}",
+                           "eval.at_start=true", "runner.max_steps=1", name="rl")
+    before = run_and_close(trainer)["before"]
+    assert sft.evaluation["episodes"] == before["episodes"]
+    assert len(before["episodes"]) == 3 and len({episode["return"] for episode in before["episodes"]}) == 3
+    assert sft.evaluation["table"] == before["table"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from vlarl_trainer.cli.rl import train_main
+from vlarl_trainer.cli.commands import train_main
 
 sys.exit(train_main())

@@ -1,10 +1,14 @@
-"""The training configuration: one dataclass tree, filled from a Hydra recipe and overrides.
+"""The one configuration tree of every vlarl command, filled from a Hydra recipe and overrides.
 
-    cfg = load_config(["recipe=metaworld_10_ppo_openpi_tiny", "actor.lr=1e-4"])
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", "actor.lr=1e-4"])
 
-Recipes live in ``vlarl_trainer/conf/recipe/<env>_<algo>_<policy>[_variant].yaml`` and
-override the defaults below; an unknown key is an error naming it. ``validate`` checks
-everything that can be checked before Ray starts.
+vlarl-collect, vlarl-sft, vlarl-train, vlarl-eval and vlarl-main-job compose the same tree:
+``recipe=<name>`` (``vlarl_trainer/conf/recipe/<env>_<algo>_<policy>[_variant].yaml``) picks the env,
+policy and algorithm, ``job=<size>`` (``conf/job/``) the main job's stage sizes, and ``key=value``
+overrides the rest. Each command reads the sections it needs, so a setting has one name everywhere:
+the SFT stage trains ``policy.*`` with ``runner.seed`` and ``runner.torch_threads``, the same
+policy the RL stage then loads. An unknown key is an error naming it; ``rl.validation.validate``
+checks everything that can be checked before Ray starts.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 CONFIG_MODULE = "vlarl_trainer.conf"
+SCHEMA_NAME = "vlarl_schema"
 ALGORITHMS = ("ppo", "grpo")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 STRATEGIES = ("ddp", "fsdp")
@@ -70,10 +75,10 @@ class AlgorithmConfig:
     A task the policy cannot yet solve pays only for the shaped reward's progress terms, which pull the
     shared weights towards motions that have not led to a success."""
     reward_scale: float = 1.0
-    """Rewards are multiplied by this before advantages and returns (the seeds' reward_coef): it keeps a
+    """Rewards are multiplied by this before advantages and returns (RLinf's reward_coef): it keeps a
     dense simulator reward (MetaWorld pays up to 10 a step) in the value head's range."""
     length_normalized: bool = False
-    """Weight every trajectory equally instead of every step (the seeds' loss_mask_sum mode)."""
+    """Weight every trajectory equally instead of every step (RLinf's loss_mask_sum mode)."""
     group_size: int = 8
     """GRPO: envs sharing one initial state."""
     score_range: list[float] | None = None
@@ -133,6 +138,9 @@ class EvalConfig:
     splits: list[str] = field(default_factory=lambda: ["test"])
     video: bool = False
     """Record one captioned mp4 per env worker and evaluation."""
+    checkpoint: str | None = None
+    """vlarl-eval: the policy to score, as a run directory (its latest checkpoint), a checkpoint
+    (``checkpoints/step_N``) or a ``save_pretrained`` directory such as an SFT checkpoint."""
 
 
 @dataclass
@@ -153,8 +161,60 @@ class RunnerConfig:
 
 
 @dataclass
-class TrainConfig:
+class CollectConfig:
+    """vlarl-collect and the main job's first stage: scripted-expert demonstrations of ``env.id``, at
+    ``env.kwargs``' image size and horizon, written as a LeRobot dataset to ``dataset``."""
+
+    episodes_per_task: int = 10
+    task_episodes: dict[str, int] = field(default_factory=dict)
+    """Another episode count for the named tasks (e.g. more of the tasks whose goal moves)."""
+    tasks: list[str] | None = None
+    """A subset of the env's tasks (None: all)."""
+    split: str = "train"
+    first_episode_id: int = 0
+    """Episode ids first_episode_id, +1, ... are tried per task, so disjoint ranges share no initial state."""
+    keep_failures: bool = False
+    max_attempts_per_task: int | None = None
+    """Episode ids tried per task (None: 3 x the task's episode count + 5)."""
+
+
+@dataclass
+class SFTConfig:
+    """vlarl-sft and the main job's second stage: supervised pre-training of ``policy.*`` on ``dataset``.
+    AdamW, linear warm-up then cosine decay to ``lr * final_lr_fraction``."""
+
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 3e-4
+    weight_decay: float = 0.01
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    warmup_steps: int = 100
+    final_lr_fraction: float = 0.1
+    clip_grad: float = 1.0
+    log_every: int = 50
+    evaluate: bool = True
+    """Score the trained policy with ``eval.*`` on ``env.*`` (the evaluator vlarl-train uses)."""
+
+
+@dataclass
+class JobConfig:
+    """vlarl-main-job: demonstrations, SFT, then RL in one run directory. ``job=<size>`` sets it and the
+    stage sizes; the RL stage is the recipe's."""
+
+    size: str = "custom"
+    """The job group the sizes come from (demo, full), or custom."""
+
+
+@dataclass
+class VlarlConfig:
     recipe: str = ""
+    """The recipe the tree was composed from (each recipe file sets it)."""
+    dataset: str | None = None
+    """A LeRobot dataset directory: what vlarl-collect writes (it must not exist), what vlarl-sft reads,
+    and for vlarl-main-job demonstrations to reuse instead of collecting."""
+    resume: str | None = None
+    """A run directory to continue from its last checkpoint (vlarl-train) or a stopped job to finish
+    (vlarl-main-job)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -163,52 +223,89 @@ class TrainConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
-    resume: str | None = None
-    """A run directory to continue from its last checkpoint."""
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    job: JobConfig = field(default_factory=JobConfig)
 
 
-def available_recipes() -> list[str]:
-    folder = Path(__file__).parent / "conf" / "recipe"
+def _names(group: str) -> list[str]:
+    folder = Path(__file__).parent / "conf" / group
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
-def load_config(overrides: list[str]) -> TrainConfig:
-    """Compose ``recipe=<name>`` plus ``key=value`` overrides onto the schema."""
+def available_recipes() -> list[str]:
+    return _names("recipe")
+
+
+def available_jobs() -> list[str]:
+    return _names("job")
+
+
+OPEN_MAPPINGS = ("env.kwargs", "policy.kwargs", "cluster.component_placement", "collect.task_episodes")
+"""Mappings whose keys a job or the command line may add to, where every other key of the tree is fixed by
+the schema: keywords for ``gym.make`` and ``vlarl_policies.make`` (which reject unknown ones themselves),
+``cluster.component_placement={env: "0:0-1"}`` moving env off a recipe's shared placement, and
+``collect.task_episodes={reach-v3: 5}`` naming a task."""
+
+
+def store_schema() -> None:
+    """Register the dataclass tree as ``vlarl_schema``, the first entry of conf/config.yaml's defaults."""
+    from hydra.core.config_store import ConfigStore
+
+    schema = OmegaConf.structured(VlarlConfig)
+    for key in OPEN_MAPPINGS:
+        OmegaConf.set_struct(OmegaConf.select(schema, key), False)
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=schema)
+
+
+def check_choices(overrides: list[str], need_recipe: bool) -> None:
+    """The recipe and job a command line names exist (and a recipe is named where the command needs one):
+    a ValueError listing the choices instead of Hydra's search path."""
+    named = [o.split("=", 1) for o in overrides if o.startswith(("recipe=", "job=", "resume="))]
+    if need_recipe and not {key for key, _ in named} & {"recipe", "resume"}:
+        raise ValueError(f"name a recipe: recipe=<name> ...; available: {available_recipes()}")
+    for key, value in named:
+        names = {"recipe": available_recipes, "job": available_jobs}.get(key)
+        if names is not None and value not in names():
+            raise ValueError(f"unknown {key} {value!r}; available: {names()}")
+
+
+def to_config(composed: Any) -> VlarlConfig:
+    """A composed DictConfig as the dataclass tree (each recipe names itself in ``recipe``)."""
+    return OmegaConf.to_object(composed)
+
+
+def load_config(overrides: list[str], need_recipe: bool = True) -> VlarlConfig:
+    """Compose ``recipe=<name>`` (``job=<size>``) plus ``key=value`` overrides onto the schema, as the
+    commands do."""
     from hydra import compose, initialize_config_module
     from hydra.errors import HydraException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
 
-    if not any(o.startswith("recipe=") or o.startswith("resume=") for o in overrides):
-        raise ValueError(f"name a recipe: vlarl-train recipe=<name> ...; available: {available_recipes()}")
-    recipe = next((o.split("=", 1)[1] for o in overrides if o.startswith("recipe=")), None)
-    if recipe is not None and recipe not in available_recipes():
-        raise ValueError(f"unknown recipe {recipe!r}; available: {available_recipes()}")
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
-    # A placement given on the command line replaces the recipe's whole mapping; merged, a
-    # recipe's "env,rollout,actor" key and an override's "env" key would place env twice.
-    placement_key = "cluster.component_placement="
-    placement = [o[len(placement_key):] for o in overrides if o.startswith(placement_key)]
-    overrides = [o for o in overrides if not o.startswith(placement_key)]
+    overrides = list(overrides)
+    check_choices(overrides, need_recipe)
+    store_schema()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
-            composed = compose(config_name="config", overrides=list(overrides))
-        if placement:
-            composed.cluster.component_placement = OmegaConf.create(placement[-1])
-        config = OmegaConf.to_object(composed)
+            composed = compose(config_name="config", overrides=overrides)
+        return to_config(composed)
     except (HydraException, MissingConfigException, OmegaConfBaseException) as error:
         raise ValueError(f"invalid configuration: {error}") from error
-    config.recipe = recipe or config.recipe
-    return config
 
 
-def config_from_yaml(path: Path, overrides: list[str] = ()) -> TrainConfig:
-    """A saved resolved config (a run's config.yaml) with ``key=value`` overrides on top."""
-    schema = OmegaConf.structured(TrainConfig)
-    merged = OmegaConf.merge(schema, OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides)))
-    return OmegaConf.to_object(merged)
+def config_from_dict(saved: Any, overrides: list[str] = ()) -> VlarlConfig:
+    """A saved resolved tree (a run's config.yaml, a job's job.json) with ``key=value`` overrides on top."""
+    schema = OmegaConf.structured(VlarlConfig)
+    return OmegaConf.to_object(OmegaConf.merge(schema, saved, OmegaConf.from_dotlist(list(overrides))))
 
 
-def to_yaml(config: TrainConfig) -> str:
-    return OmegaConf.to_yaml(OmegaConf.structured(dataclasses.asdict(config)))
+def config_from_yaml(path: Path, overrides: list[str] = ()) -> VlarlConfig:
+    return config_from_dict(OmegaConf.load(path), overrides)
+
+
+def to_dict(config: VlarlConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def to_yaml(config: VlarlConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(to_dict(config)))

@@ -1,7 +1,12 @@
-"""Run directories are created, never reused: a finished or interrupted run stays as it is."""
+"""Run directories are created, never reused: a finished or interrupted run stays as it is.
+
+Every command makes its run directory here: vlarl-sft, vlarl-train and vlarl-main-job under
+``runner.output_dir``, named ``runner.name`` or ``<stem>-<time>``.
+"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 
@@ -17,3 +22,13 @@ def make_run_dir(run_dir: Path, hint: str) -> Path:
     except FileExistsError:
         raise run_exists_error(run_dir, hint) from None
     return run_dir
+
+
+def run_dir_path(output_dir: str | Path, name: str | None, stem: str) -> Path:
+    """``<output_dir>/<name>``, or ``<output_dir>/<stem>-<YYYYmmdd-HHMMSS>`` when no name is given."""
+    return Path(output_dir) / (name or f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def new_run_dir(output_dir: str | Path, name: str | None, stem: str, hint: str) -> Path:
+    """A fresh run directory at ``run_dir_path``; an existing one is an error carrying ``hint``."""
+    return make_run_dir(run_dir_path(output_dir, name, stem), hint)

@@ -10,7 +10,7 @@ REWARD_MODES = ("sparse", "only_at_end", "dense", "shaped", "progress")
 class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Replace the simulator's reward according to ``mode``.
 
-    - ``sparse``: 1 on the step where success first holds in the episode, else 0 (the seeds'
+    - ``sparse``: 1 on the step where success first holds in the episode, else 0 (RLinf's
       relative reward: a success signal pays out once).
     - ``only_at_end``: 1 on the last step of an episode (terminated or truncated) if it ends
       in success, else 0.

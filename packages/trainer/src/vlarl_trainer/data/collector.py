@@ -1,7 +1,6 @@
 """Demonstrations from the scripted experts, written as a LeRobot dataset.
 
-    vlarl-collect --env-id vlarl/MetaWorld-MT10-v3 --episodes-per-task 10 --image-size 64 \\
-        --out datasets/mt10-64px-10
+    vlarl-collect recipe=metaworld_10_ppo_openpi_tiny dataset=datasets/mt10-64px-10 collect.episodes_per_task=10
 
 Each task replays training episodes ``first_episode_id, first_episode_id + 1, ...`` of the
 split (so two collections with disjoint id ranges never share an initial state) until it has
@@ -11,7 +10,6 @@ Failed demonstrations are dropped unless ``keep_failures``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -156,37 +154,31 @@ def collect_demonstrations(
     return summary
 
 
-def task_episode_count(text: str) -> tuple[str, int]:
-    """``TASK=N`` from the command line."""
-    task, separator, count = text.partition("=")
-    if not separator or not task or not count.isdigit() or int(count) <= 0:
-        raise argparse.ArgumentTypeError(f"expected TASK=N with a positive N (e.g. window-open-v3=2), got {text!r}")
-    return task, int(count)
+COLLECTOR_ENV_KEYWORDS = ("obs_mode", "reward_mode")
+"""Env keywords the collector sets itself; the others (image size, horizon, ...) pass through."""
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env-id", required=True, help="e.g. vlarl/MetaWorld-MT10-v3 or vlarl/MetaWorld-reach-v3")
-    parser.add_argument("--episodes-per-task", type=int, required=True)
-    parser.add_argument("--task-episodes", nargs="+", default=[], metavar="TASK=N", type=task_episode_count,
-                        help="another episode count for a task, e.g. window-open-v3=2")
-    parser.add_argument("--out", type=Path, required=True, help="dataset directory to create (must not exist)")
-    parser.add_argument("--image-size", type=int, default=64)
-    parser.add_argument("--tasks", nargs="+", help="a subset of the env's tasks")
-    parser.add_argument("--split", default="train")
-    parser.add_argument("--first-episode-id", type=int, default=0)
-    parser.add_argument("--keep-failures", action="store_true")
-    parser.add_argument("--horizon", type=int, help="episode length limit of the env")
-    args = parser.parse_args(argv)
-    env_kwargs = {"horizon": args.horizon} if args.horizon else {}
-    summary = collect_demonstrations(
-        args.env_id, args.episodes_per_task, args.out, image_size=args.image_size, tasks=args.tasks,
-        split=args.split, first_episode_id=args.first_episode_id, keep_failures=args.keep_failures,
-        task_episodes=dict(args.task_episodes), **env_kwargs,
+def check_collect_config(config: Any) -> None:
+    """Every episode count of ``collect.*`` positive, before any simulator starts."""
+    counts = {"collect.episodes_per_task": config.collect.episodes_per_task,
+              **{f"collect.task_episodes.{task}": count for task, count in config.collect.task_episodes.items()}}
+    for name, count in counts.items():
+        if not isinstance(count, int) or count <= 0:
+            raise ValueError(f"{name} must be positive, got {count!r}")
+
+
+def collect_from_config(config: Any, dataset: str | Path | None = None) -> CollectionSummary:
+    """``collect.*`` demonstrations of ``env.id`` at ``env.kwargs``' image size and horizon, written to
+    ``dataset`` (default: the config's ``dataset``)."""
+    target = dataset if dataset is not None else config.dataset
+    if target is None:
+        raise ValueError("name the dataset directory to write: dataset=<new dir>")
+    check_collect_config(config)
+    settings = config.collect
+    env_kwargs = {key: value for key, value in config.env.kwargs.items() if key not in COLLECTOR_ENV_KEYWORDS}
+    return collect_demonstrations(
+        config.env.id, settings.episodes_per_task, target, tasks=settings.tasks, split=settings.split,
+        first_episode_id=settings.first_episode_id, keep_failures=settings.keep_failures,
+        max_attempts_per_task=settings.max_attempts_per_task, task_episodes=dict(settings.task_episodes),
+        **env_kwargs,
     )
-    print(summary.table())
-    print(f"\ndataset: {summary.path} ({summary.seconds:.0f} s)")
-
-
-if __name__ == "__main__":
-    main()

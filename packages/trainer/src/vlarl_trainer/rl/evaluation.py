@@ -1,8 +1,13 @@
 """Evaluation on a replayable episode list: fixed episode ids per task and split, deterministic
-actions, success per task and per split. Runs inside training and alone as ``vlarl-eval``."""
+actions, success per task and per split.
+
+The one evaluator of vlarl: the trainer runs ``evaluate`` on its own workers, and vlarl-eval and
+vlarl-sft run ``evaluate_checkpoint``, which starts the same env and rollout workers for a saved
+policy, so a checkpoint scores the same whichever command scores it."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections import defaultdict
@@ -11,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from vlarl_trainer.config import TrainConfig
+from vlarl_trainer.config import VlarlConfig
 from vlarl_trainer.rl.rollout import Shards, run_episodes
 
 STATISTICS = ("success_once", "success_at_end", "return", "episode_len")
 
 
-def env_tasks(config: TrainConfig) -> list[str | None]:
+def env_tasks(config: VlarlConfig) -> list[str | None]:
     """The tasks a multi-task env draws from (its ``tasks`` attribute), else one unnamed task."""
     return list(_env_tasks(config.env.id, json.dumps(config.env.kwargs, sort_keys=True)))
 
@@ -34,7 +39,7 @@ def _env_tasks(env_id: str, kwargs_json: str) -> tuple[str | None, ...]:
     return tasks
 
 
-def evaluation_options(config: TrainConfig) -> list[dict[str, Any]]:
+def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
     """Episode ids 0..episodes_per_task-1 for every task and split, in a fixed order.
 
     Tasks alternate within an episode id, so when the number of envs is a multiple of the
@@ -88,6 +93,66 @@ def evaluate(
     for (split, task), rate in table.items():
         metrics[f"eval/{split}/success_once/{task}"] = rate
     return {"metrics": metrics, "table": table, "videos": videos, "episodes": per_episode}
+
+
+def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: Path | None = None) -> dict[str, Any]:
+    """Score the saved policy at ``policy_dir`` on ``env.*`` with ``eval.*``, on workers placed as in training.
+
+    Returns ``evaluate``'s report, with ``time/eval`` among its metrics."""
+    import time
+
+    import ray
+
+    from vlarl_trainer.rl.cluster import start_ray
+    from vlarl_trainer.rl.rollout import start_inference_workers, worker_bundles
+    from vlarl_trainer.rl.validation import validate
+
+    config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, pretrained=str(policy_dir)))
+    layout = validate(config, training=False)
+    started = time.perf_counter()
+    own_ray = not ray.is_initialized()
+    start_ray(config.cluster.address, config.cluster.num_cpus)
+    shards = None
+    try:
+        shards = start_inference_workers(config, layout, str(policy_dir), worker_bundles(layout))
+        report = evaluate(shards, evaluation_options(config), layout.chunk_steps, config.runner.seed, video_dir)
+    finally:
+        if shards is not None:
+            shards.env.kill()
+            shards.rollout.kill()
+        if own_ray:
+            ray.shutdown()
+    report["metrics"]["time/eval"] = time.perf_counter() - started
+    return report
+
+
+def resolve_policy(path: str | Path) -> tuple[Path, Path | None]:
+    """The policy directory that ``eval.checkpoint`` names, and the run directory it belongs to (None when
+    it is a bare policy): a run directory (its latest checkpoint), a checkpoint (``checkpoints/step_N``,
+    holding ``policy/``) or a ``save_pretrained`` directory (an SFT checkpoint, a published policy)."""
+    from vlarl_trainer.rl import checkpoint as checkpoints
+
+    path = Path(path)
+    if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():
+        latest = checkpoints.latest_checkpoint(path)
+        if latest is None:
+            raise ValueError(f"eval.checkpoint={path}: the run has no complete checkpoint")
+        return latest / "policy", path
+    if (path / "policy").is_dir():
+        policy = path / "policy"
+    elif (path / "config.json").is_file():
+        policy = path
+    else:
+        raise ValueError(f"eval.checkpoint={path}: expected a run directory, a checkpoint (checkpoints/step_N) or a "
+                         "save_pretrained policy directory, found none of them")
+    run_dir = path.parent.parent
+    return policy, run_dir if path.parent.name == "checkpoints" and (run_dir / "config.yaml").is_file() else None
+
+
+def report_json(report: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation report as JSON can hold it: the table as rows of split, task and success."""
+    rows = [{"split": split, "task": task, "success": rate} for (split, task), rate in sorted(report["table"].items())]
+    return {"metrics": report["metrics"], "table": rows, "episodes": report.get("episodes", [])}
 
 
 def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""Component placement strings, as the seed recipes write them.
+"""Component placement strings, as RLinf's recipes write them.
 
 ``cluster.component_placement`` maps component names to device ranges::
 
@@ -84,21 +84,26 @@ def parse_component_placement(
 ) -> dict[str, list[tuple[int, ...]]]:
     """Each of env, rollout and actor mapped to its processes' devices.
 
-    Keys may name several components (``"env,rollout,actor": all``); every component must be
-    placed exactly once.
+    Keys may name several components (``"env,rollout,actor": all``). A key naming fewer components
+    wins, so a job or a command line can move one component of a recipe's shared placement
+    (``{"env,rollout,actor": 0, env: "0:0-1"}`` gives env two processes); every component must be
+    placed, and two keys of the same size may not place one component.
     """
-    placed: dict[str, list[tuple[int, ...]]] = {}
+    placed: dict[str, tuple[int, list[tuple[int, ...]]]] = {}
     for key, value in placement.items():
-        for component in (name.strip() for name in str(key).split(",")):
+        components = [name.strip() for name in str(key).split(",")]
+        for component in components:
             if component not in COMPONENTS:
                 raise ValueError(f"component_placement: unknown component {component!r}; expected {list(COMPONENTS)}")
-            if component in placed:
+            if component in placed and placed[component][0] == len(components):
                 raise ValueError(f"component_placement: {component!r} is placed twice")
-            placed[component] = parse_placement(value, num_devices, what=f"placement of {component!r}")
+            if component not in placed or placed[component][0] > len(components):
+                placed[component] = (len(components), parse_placement(value, num_devices,
+                                                                       what=f"placement of {component!r}"))
     missing = [c for c in COMPONENTS if c not in placed]
     if missing:
         raise ValueError(f"component_placement: no placement for {missing}; got {dict(placement)}")
-    return placed
+    return {component: placed[component][1] for component in COMPONENTS}
 
 
 def device_count(placed: Mapping[str, list[tuple[int, ...]]]) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vlarl_trainer.rl.cluster import WorkerGroup, wait_all
+from vlarl_trainer.rl.cluster import WorkerGroup, gpu_bundles, gpu_count, wait_all
 
 
 @dataclass
@@ -34,6 +34,27 @@ class Shards:
     def offset(self, key: tuple[int, int]) -> int:
         rank, stage = key
         return (rank * self.stage_num + stage) * self.envs_per_stage
+
+
+def worker_bundles(layout) -> list | None:
+    """The placement group's GPU bundles for a layout, or None on a machine without GPUs."""
+    from vlarl_trainer.rl.placement import device_count
+
+    return gpu_bundles(device_count(layout.placement)) if gpu_count() > 0 else None
+
+
+def start_inference_workers(config, layout, policy_path: str, bundles: list | None) -> Shards:
+    """The env workers of ``env.*`` and the rollout workers holding the policy at ``policy_path``, placed
+    as ``cluster.component_placement`` says: what training rollouts and every evaluation run on."""
+    from vlarl_trainer.rl.workers.env_worker import EnvWorker
+    from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
+
+    env_args = (config.env.id, config.env.kwargs, config.env.action_chunk, layout.envs_per_stage,
+                config.rollout.pipeline_stage_num)
+    env = WorkerGroup("env", EnvWorker, layout.placement["env"], [(env_args, {})] * layout.env_workers, bundles)
+    rollout = WorkerGroup("rollout", RolloutWorker, layout.placement["rollout"],
+                          [((policy_path, config.runner.torch_threads), {})] * layout.rollout_workers, bundles)
+    return Shards(env, rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage)
 
 
 def run_episodes(

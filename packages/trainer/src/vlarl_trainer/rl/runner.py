@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -17,31 +16,25 @@ import torch
 
 from vlarl_trainer.rl import checkpoint as checkpoints
 from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
-from vlarl_trainer.rl.cluster import WorkerGroup, free_port, gpu_bundles, gpu_count, start_ray, wait_all
-from vlarl_trainer.config import TrainConfig, config_from_yaml, to_yaml
-from vlarl_trainer.rl.evaluation import env_tasks, evaluate, evaluation_options, logged_evaluation
+from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
-from vlarl_trainer.rl.placement import device_count
-from vlarl_trainer.rl.rollout import Shards, run_episodes
-from vlarl_trainer.run_dirs import make_run_dir
+from vlarl_trainer.rl.cluster import WorkerGroup, free_port, start_ray
+from vlarl_trainer.rl.evaluation import env_tasks, evaluate, evaluation_options, logged_evaluation
+from vlarl_trainer.rl.rollout import run_episodes, start_inference_workers, worker_bundles
 from vlarl_trainer.rl.validation import Layout, validate
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
-from vlarl_trainer.rl.workers.env_worker import EnvWorker
-from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
+from vlarl_trainer.run_dirs import new_run_dir
 
 EPISODE_STATISTICS = ("success_once", "success_at_end", "return", "episode_len")
 
 
-def new_run_dir(config: TrainConfig) -> Path:
-    """A fresh run folder; an existing one is never reused."""
-    name = config.runner.name or f"{config.recipe or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(config.runner.output_dir) / name
-    return make_run_dir(
-        run_dir, f"runs are never overwritten (choose runner.name, or continue it with resume={run_dir})"
-    )
+def rl_run_dir(config: VlarlConfig) -> Path:
+    """A fresh run folder ``<runner.output_dir>/<runner.name or recipe-time>``; an existing one is never reused."""
+    return new_run_dir(config.runner.output_dir, config.runner.name, config.recipe or "run",
+                       "runs are never overwritten (choose runner.name, or continue one with resume=<its directory>)")
 
 
-def resumed_config(resume: str, overrides: list[str]) -> TrainConfig:
+def resumed_config(resume: str, overrides: list[str]) -> VlarlConfig:
     """The saved config of a run, with the overrides given on resuming (e.g. runner.max_steps)."""
     run_dir = Path(resume)
     if not (run_dir / "config.yaml").exists():
@@ -51,7 +44,7 @@ def resumed_config(resume: str, overrides: list[str]) -> TrainConfig:
     return config
 
 
-def initial_policy(config: TrainConfig, layout: Layout, run_dir: Path, instructions: list[str]) -> str:
+def initial_policy(config: VlarlConfig, layout: Layout, run_dir: Path, instructions: list[str]) -> str:
     """The directory every worker loads the starting policy from."""
     if config.policy.pretrained is not None:
         return config.policy.pretrained
@@ -68,7 +61,7 @@ def initial_policy(config: TrainConfig, layout: Layout, run_dir: Path, instructi
     return str(policy.save_pretrained(run_dir / "initial_policy"))
 
 
-def env_instructions(config: TrainConfig) -> list[str]:
+def env_instructions(config: VlarlConfig) -> list[str]:
     """Every instruction the env can give, so the tokenizer of a new policy covers them."""
     import gymnasium as gym
 
@@ -81,7 +74,7 @@ def env_instructions(config: TrainConfig) -> list[str]:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig) -> None:
+    def __init__(self, config: VlarlConfig) -> None:
         self.layout = validate(config)
         self.config = config
         if config.resume is not None:
@@ -94,7 +87,7 @@ class Trainer:
             truncate_metrics(self.run_dir / "metrics.jsonl", self.start_step)
             policy_path = str(latest / "policy")
         else:
-            self.run_dir = new_run_dir(config)
+            self.run_dir = rl_run_dir(config)
             (self.run_dir / "config.yaml").write_text(to_yaml(config))
             self.resume_from = None
             self.start_step = 0
@@ -108,14 +101,9 @@ class Trainer:
     def _start_workers(self, policy_path: str) -> None:
         config, layout = self.config, self.layout
         start_ray(config.cluster.address, config.cluster.num_cpus)
-        bundles = gpu_bundles(device_count(layout.placement)) if gpu_count() > 0 else None
-        threads = config.runner.torch_threads
-        env_args = (config.env.id, config.env.kwargs, config.env.action_chunk, layout.envs_per_stage,
-                    config.rollout.pipeline_stage_num)
-        self.env = WorkerGroup("env", EnvWorker, layout.placement["env"],
-                               [(env_args, {})] * layout.env_workers, bundles)
-        self.rollout = WorkerGroup("rollout", RolloutWorker, layout.placement["rollout"],
-                                   [((policy_path, threads), {})] * layout.rollout_workers, bundles)
+        bundles = worker_bundles(layout)
+        self.shards = start_inference_workers(config, layout, policy_path, bundles)
+        self.env, self.rollout = self.shards.env, self.shards.rollout
         world = layout.actor_workers
         samples = config.env.num_envs * config.rollout.rollout_epoch * layout.chunk_steps
         optimizer_steps = config.runner.max_steps * config.actor.update_epoch * max(1, samples // config.actor.global_batch_size)
@@ -123,7 +111,6 @@ class Trainer:
         actor_args = [((rank, world, "127.0.0.1", port, policy_path, config.actor, config.algorithm,
                         optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
         self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles)
-        self.shards = Shards(self.env, self.rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage)
         pids = {group.role: group.get(group.call("pid")) for group in (self.env, self.rollout, self.actor)}
         (self.run_dir / "workers.json").write_text(json.dumps(pids))
         if self.resume_from is not None:
@@ -133,7 +120,7 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         config = self.config
-        logger = MetricLogger(self.run_dir, config.runner.logger, dataclasses.asdict(config),
+        logger = MetricLogger(self.run_dir, config.runner.logger, to_dict(config),
                               config.runner.max_steps, self.start_step, config.runner.progress)
         results: dict[str, Any] = {}
         metrics_path = self.run_dir / "metrics.jsonl"
@@ -233,12 +220,12 @@ class Trainer:
             group.kill()
 
 
-def actor_threads(config: TrainConfig) -> int:
+def actor_threads(config: VlarlConfig) -> int:
     """torch threads of an actor process: ``actor.torch_threads``, or ``runner.torch_threads`` when unset."""
     return config.runner.torch_threads if config.actor.torch_threads is None else config.actor.torch_threads
 
 
-def training_options(config: TrainConfig, step: int, epoch: int) -> list[dict[str, Any]]:
+def training_options(config: VlarlConfig, step: int, epoch: int) -> list[dict[str, Any]]:
     """Reset options of every env for one rollout epoch: episode ids drawn from (seed, step, epoch);
     GRPO groups of ``group_size`` consecutive envs share one id (one initial state).
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, STRATEGIES, TrainConfig
+from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, STRATEGIES, VlarlConfig
 from vlarl_trainer.rl.placement import parse_component_placement
 
 
@@ -40,7 +40,7 @@ class Layout:
         return len(self.placement["actor"])
 
 
-def check_env(config: TrainConfig) -> gym.Env:
+def check_env(config: VlarlConfig) -> gym.Env:
     """The env of the config, built once (cheap: simulators build on first reset)."""
     import vlarl_envs  # noqa: F401  (registers the ids)
 
@@ -55,7 +55,7 @@ def check_env(config: TrainConfig) -> gym.Env:
     return gym.make(env_id, action_chunk=config.env.action_chunk, **config.env.kwargs)
 
 
-def check_policy(config: TrainConfig) -> None:
+def check_policy(config: VlarlConfig) -> None:
     import vlarl_policies
 
     if config.policy.pretrained is None and config.policy.preset == "base":
@@ -75,7 +75,7 @@ def check_policy(config: TrainConfig) -> None:
         )
 
 
-def check_pretrained_matches(config: TrainConfig) -> None:
+def check_pretrained_matches(config: VlarlConfig) -> None:
     """A saved policy is loaded as saved: every ``policy.kwargs`` entry and the env's action chunk must
     agree with its config.json, or the run would silently sample with other settings than asked for.
 
@@ -103,9 +103,9 @@ def require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-def validate(config: TrainConfig) -> Layout:
-    """Check the config and return the derived layout."""
-    algorithm, actor, rollout, env = config.algorithm, config.actor, config.rollout, config.env
+def check_training(config: VlarlConfig) -> None:
+    """The settings only training reads: algorithm, actor and thread counts that evaluation never uses."""
+    algorithm, actor = config.algorithm, config.actor
     require(algorithm.name in ALGORITHMS, f"algorithm.name must be one of {ALGORITHMS}, got {algorithm.name!r}")
     require(actor.lr_schedule in LR_SCHEDULES, f"actor.lr_schedule must be one of {LR_SCHEDULES}, got {actor.lr_schedule!r}")
     require(algorithm.reward_scale > 0, f"algorithm.reward_scale must be > 0, got {algorithm.reward_scale}")
@@ -120,12 +120,20 @@ def validate(config: TrainConfig) -> Layout:
         "algorithm.skip_unsolved_tasks masks PPO's advantages (GRPO filters groups with algorithm.score_range): "
         f"it needs algorithm.name=ppo, got {algorithm.name!r}",
     )
-    require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
     require(
         actor.torch_threads is None or actor.torch_threads >= 1,
         f"actor.torch_threads must be >= 1 or null (runner.torch_threads), got {actor.torch_threads}",
     )
     require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
+
+
+def validate(config: VlarlConfig, training: bool = True) -> Layout:
+    """Check the config and return the derived layout; ``training=False`` checks only what an evaluation
+    of a saved policy reads (env, policy, placement and episode length), not batch sizes or the algorithm."""
+    actor, rollout, env, algorithm = config.actor, config.rollout, config.env, config.algorithm
+    if training:
+        check_training(config)
+    require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
     placement = parse_component_placement(config.cluster.component_placement)
     check_policy(config)
     probe = check_env(config)
@@ -149,26 +157,27 @@ def validate(config: TrainConfig) -> Layout:
         env_workers % rollout_workers == 0,
         f"env workers ({env_workers}) must be a multiple of rollout workers ({rollout_workers})",
     )
-    if algorithm.name == "grpo":
-        require(algorithm.group_size >= 2, f"algorithm.group_size must be >= 2 for GRPO, got {algorithm.group_size}")
-        require(
-            env.num_envs % algorithm.group_size == 0,
-            f"env.num_envs ({env.num_envs}) must be a multiple of algorithm.group_size ({algorithm.group_size})",
-        )
     chunk_steps = env.max_steps // env.action_chunk
-    samples = env.num_envs * rollout.rollout_epoch * chunk_steps
-    require(
-        samples % actor.global_batch_size == 0,
-        f"a rollout's chunk steps (num_envs {env.num_envs} x rollout_epoch {rollout.rollout_epoch} x "
-        f"{chunk_steps} = {samples}) must be a multiple of actor.global_batch_size ({actor.global_batch_size})",
-    )
-    per_rank = actor.micro_batch_size * actor_workers
-    require(
-        actor.global_batch_size % per_rank == 0,
-        f"actor.global_batch_size ({actor.global_batch_size}) must be a multiple of micro_batch_size x actor "
-        f"workers ({actor.micro_batch_size} x {actor_workers} = {per_rank})",
-    )
-    require(config.runner.max_steps >= 1, f"runner.max_steps must be >= 1, got {config.runner.max_steps}")
+    if training:
+        if algorithm.name == "grpo":
+            require(algorithm.group_size >= 2, f"algorithm.group_size must be >= 2 for GRPO, got {algorithm.group_size}")
+            require(
+                env.num_envs % algorithm.group_size == 0,
+                f"env.num_envs ({env.num_envs}) must be a multiple of algorithm.group_size ({algorithm.group_size})",
+            )
+        samples = env.num_envs * rollout.rollout_epoch * chunk_steps
+        require(
+            samples % actor.global_batch_size == 0,
+            f"a rollout's chunk steps (num_envs {env.num_envs} x rollout_epoch {rollout.rollout_epoch} x "
+            f"{chunk_steps} = {samples}) must be a multiple of actor.global_batch_size ({actor.global_batch_size})",
+        )
+        per_rank = actor.micro_batch_size * actor_workers
+        require(
+            actor.global_batch_size % per_rank == 0,
+            f"actor.global_batch_size ({actor.global_batch_size}) must be a multiple of micro_batch_size x actor "
+            f"workers ({actor.micro_batch_size} x {actor_workers} = {per_rank})",
+        )
+        require(config.runner.max_steps >= 1, f"runner.max_steps must be >= 1, got {config.runner.max_steps}")
     return Layout(
         placement=placement,
         envs_per_stage=env.num_envs // shards,

@@ -1,0 +1,83 @@
+"""Every console script is a Hydra app over the one config tree (``vlarl_trainer.config``).
+
+Hydra's flags work as its users expect: ``--help`` lists the recipes and job sizes, ``--cfg job``
+prints the composed tree, ``-m runner.seed=0,1,2`` runs one job per value, one after another.
+A command exits 0 when it finishes, 2 on a bad setting or an existing run directory, 1 when a
+worker fails; its message starts with the command's name.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from vlarl_trainer.config import CONFIG_MODULE, VlarlConfig, check_choices, store_schema, to_config
+
+Command = Callable[[VlarlConfig, list[str]], None]
+"""What a command does with the composed config and the ``key=value`` overrides it was given."""
+
+INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "--shell-completion", "-sc")
+"""Hydra flags that print and run nothing, so they need no recipe."""
+
+
+def choice_overrides(args: list[str]) -> list[str]:
+    """The ``recipe=``/``job=``/``resume=`` arguments, a sweep's comma list split into one per value."""
+    chosen = []
+    for arg in args:
+        if arg.startswith(("recipe=", "job=", "resume=")):
+            key, values = arg.split("=", 1)
+            chosen += [f"{key}={value}" for value in values.split(",")] if key != "resume" else [arg]
+    return chosen
+
+
+def with_job_name(args: list[str], name: str) -> list[str]:
+    """``args`` with ``hydra.job.name=<name>`` (what --help calls the app) among their ``key=value``
+    overrides: argparse takes the overrides as one run of positional arguments, so it joins that run."""
+    first = next((index for index, arg in enumerate(args) if "=" in arg and not arg.startswith("-")), len(args))
+    return [*args[:first], f"hydra.job.name={name}", *args[first:]]
+
+
+def hydra_command(name: str, command: Command, need_recipe: bool = True) -> Callable[[list[str] | None], int]:
+    """The console-script entry point ``main(argv=None) -> exit code`` of one vlarl command."""
+    import hydra
+
+    from vlarl_trainer.rl.cluster import WorkerFailure
+
+    def task(composed) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        settings = HydraConfig.get()
+        overrides = list(settings.overrides.task)
+        try:
+            command(to_config(composed), overrides)
+        except (ValueError, FileExistsError, FileNotFoundError, ImportError) as error:
+            print(f"{name}: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+        except WorkerFailure as error:
+            print(f"{name}: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    app = hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base=None)(task)
+
+    def main(argv: list[str] | None = None) -> int:
+        from hydra.core.global_hydra import GlobalHydra
+
+        args = list(sys.argv[1:] if argv is None else argv)
+        try:
+            check_choices(choice_overrides(args), need_recipe and not any(a in INFO_FLAGS for a in args))
+        except ValueError as error:
+            print(f"{name}: {error}", file=sys.stderr)
+            return 2
+        store_schema()
+        saved_argv = sys.argv
+        sys.argv = [name, *with_job_name(args, name)]
+        try:
+            app()
+        except SystemExit as stop:
+            return stop.code if isinstance(stop.code, int) else 1
+        finally:
+            sys.argv = saved_argv
+            GlobalHydra.instance().clear()
+        return 0
+
+    return main
