@@ -38,6 +38,7 @@ def test_clip_bounds_hold(n, clip_low, clip_high, dual_clip, seed):
         loss.backward()
         a = advantages[i].item()
         ratio = metrics["ratio_mean"].item()
+        assert metrics["clipped_ratio"].item() == pytest.approx(min(max(ratio, 1 - clip_low), 1 + clip_high), rel=1e-9)
         objective = -loss.item()
         # The surrogate objective never exceeds the clipped one ...
         bound = a * (1 + clip_high) if a > 0 else a * (1 - clip_low)

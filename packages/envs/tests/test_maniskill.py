@@ -184,7 +184,7 @@ def test_check_env_every_task(task):
     for _ in range(5):
         obs, _, terminated, truncated, info = env.step(env.action_space.sample())
     assert truncated or terminated
-    assert set(info["episode"]) == {"success_once", "success_at_end", "return", "episode_len"}
+    assert set(info["episode"]) == {"success_once", "success_at_end", "return", "episode_len", "reward"}
     env.close()
 
 

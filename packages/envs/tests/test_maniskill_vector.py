@@ -49,6 +49,7 @@ def test_batched_same_step_autoreset_with_statistics(batched_cpu):
     assert info["_final_obs"].tolist() == [True] and info["_final_info"].tolist() == [True]
     episode = info["final_info"]["episode"]
     assert episode["episode_len"].tolist() == [3] and episode["success_once"].tolist() == [False]
+    assert episode["reward"].tolist() == pytest.approx((episode["return"] / 3).tolist())
     final_target = info["final_obs"][0]["privileged_state"]
     assert not np.allclose(final_target.numpy(), obs["privileged_state"][0].numpy())
     new_episode = make_episode("train", int(info["episode_id"][0]))

@@ -45,6 +45,34 @@ def test_unknown_reward_mode(counter_env):
         RewardMode(counter_env(), "potential")
 
 
+def test_rlinf_reward_names_mean_ours(counter_env):
+    assert run_episode(RewardMode(counter_env(), "only_success"))[0] == run_episode(RewardMode(counter_env(), "sparse"))[0]
+    assert RewardMode(counter_env(), "raw").mode == "dense"
+
+
+@settings(max_examples=60, deadline=None)
+@given(mode=st.sampled_from(["sparse", "only_at_end", "dense", "shaped", "progress"]),
+       steps=st.lists(st.tuples(st.booleans(), st.floats(0, 1, width=32), st.booleans()), min_size=1, max_size=12))
+def test_step_reward_on_a_torch_batch_equals_step_reward_env_by_env(mode, steps):
+    """The batched ManiSkill env's rewards (torch, all envs at once) are the wrapper's (Python scalars, one env)."""
+    import torch
+
+    from vlarl_envs.wrappers.reward_mode import step_reward
+
+    success = torch.tensor([s for s, _, _ in steps])
+    dense = torch.tensor([d for _, d, _ in steps])
+    done = torch.tensor([e for _, _, e in steps])
+    succeeded = torch.roll(success, 1) & (torch.arange(len(steps)) % 2 == 0)
+    potential = dense.flip(0)
+    batch, batch_next = step_reward(mode, success, succeeded, dense, done, potential)
+    for index in range(len(steps)):
+        one, one_next = step_reward(mode, bool(success[index]), bool(succeeded[index]),
+                                    float(dense[index]), bool(done[index]),
+                                    float(potential[index]))
+        assert float(batch[index]) == pytest.approx(float(one), abs=1e-6)
+        assert float(batch_next[index]) == pytest.approx(float(one_next), abs=1e-6)
+
+
 def test_shaped_needs_a_positive_dense_reward_max(counter_env):
     with pytest.raises(ValueError, match="dense_reward_max must be > 0, got 0"):
         RewardMode(counter_env(), "shaped", dense_reward_max=0)
@@ -118,7 +146,12 @@ def test_episode_statistics_success_once_differs_from_at_end(counter_env):
     env = EpisodeStatistics(RewardMode(Flicker(), "sparse"))
     _, infos = run_episode(env)
     assert all("episode" not in info for info in infos[:-1])
-    assert infos[-1]["episode"] == {"success_once": True, "success_at_end": False, "return": 1.0, "episode_len": 6}
+    assert infos[-1]["episode"] == {"success_once": True, "success_at_end": False, "return": 1.0, "episode_len": 6,
+                                    "reward": 1.0 / 6}
+    env.reset()
+    env.step(np.zeros(2, np.float32))
+    assert env.get_wrapper_attr("episode_so_far")() == {"success_once": False, "success_at_end": False, "return": 0.0,
+                                                        "episode_len": 1, "reward": 0.0}
 
 
 def test_record_video_writes_readable_mp4_and_never_overwrites(tmp_path, counter_env):

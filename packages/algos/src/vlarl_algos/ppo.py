@@ -90,7 +90,9 @@ def ppo_actor_loss(
         ``(loss, metrics)`` with metrics ``policy_loss``, ``approx_kl`` (the ``k3`` estimate
         ``(ratio - 1) - logratio``), ``clip_fraction`` (entries whose clipped term is
         active, i.e. whose gradient is cut), ``ratio_mean``, ``ratio_min``, ``ratio_max``,
-        and ``dual_clip_fraction`` when ``dual_clip`` is set; all over masked entries.
+        ``clipped_ratio`` (the mean of the ratio clamped to its bounds, RLinf's
+        ``actor/clipped_ratio``), and ``dual_clip_fraction`` when ``dual_clip`` is set; all over
+        masked entries.
     """
     if logprobs.shape != old_logprobs.shape:
         raise ValueError(
@@ -113,7 +115,8 @@ def ppo_actor_loss(
         # bound, or c * |A| for the dual clip), so the clipped losses are computed outside
         # autograd and picked with torch.where: the values and gradients of
         # min(max(pg_loss1, pg_loss2), pg_loss3), with fewer operations in the backward pass.
-        pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+        clamped_ratio = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+        pg_loss2 = -advantages * clamped_ratio
         ratio_clipped = pg_loss2 > pg_loss1
         pg_loss_clipped = torch.max(pg_loss1, pg_loss2)
         clipped = ratio_clipped
@@ -131,6 +134,7 @@ def ppo_actor_loss(
             "approx_kl": masked_mean((ratio - 1.0) - logratio, loss_mask),
             "clip_fraction": masked_mean(ratio_clipped.to(ratio.dtype), loss_mask),
             "ratio_mean": masked_mean(ratio, loss_mask),
+            "clipped_ratio": masked_mean(clamped_ratio, loss_mask),
             "ratio_min": (ratio if keep is None else torch.where(keep, ratio, torch.inf)).min(),
             "ratio_max": (ratio if keep is None else torch.where(keep, ratio, -torch.inf)).max(),
         }

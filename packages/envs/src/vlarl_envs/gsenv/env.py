@@ -43,10 +43,7 @@ from vlarl_envs.contract import (
     validate_choice,
     validate_options,
 )
-from vlarl_envs.gsenv.layout import SPLIT_STREAMS, sample_layout
-
-TASK_NAME = "PutCubeOnPlate"
-INSTRUCTION = "pick up the cube and put it on the plate"
+from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME, sample_layout
 RENDERERS = ("gaussian", "maniskill")
 """``gaussian``: splat images (the point of GSEnv); ``maniskill``: ManiSkill's own rasterizer
 of the same scene and camera, for comparisons."""

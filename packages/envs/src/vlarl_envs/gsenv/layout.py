@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+TASK_NAME = "PutCubeOnPlate"
+INSTRUCTION = "pick up the cube and put it on the plate"
+
 CUBE_HALF_SIZE = 0.02
 PLATE_RADIUS = 0.09
 PLATE_HALF_THICKNESS = 0.006

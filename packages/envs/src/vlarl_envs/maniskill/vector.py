@@ -24,7 +24,7 @@ from vlarl_envs.maniskill.episodes import reset_arguments
 from vlarl_envs.maniskill.observations import ObservationAdapter
 from vlarl_envs.maniskill.registration import make_maniskill_env
 from vlarl_envs.maniskill.tasks import build_simulator
-from vlarl_envs.wrappers import REWARD_MODES
+from vlarl_envs.wrappers.reward_mode import resolve_reward_mode, step_reward
 
 BACKENDS = ("auto", "gpu", "subprocess")
 
@@ -93,7 +93,7 @@ class ManiSkillBatchedEnv(VectorEnv):
 
         if num_envs < 1:
             raise ValueError(f"{env_id}: num_envs must be >= 1, got {num_envs}")
-        validate_choice(env_id, "reward mode", reward_mode, REWARD_MODES)
+        reward_mode = resolve_reward_mode(reward_mode)
         if action_chunk is not None and action_chunk < 1:
             raise ValueError(f"{env_id}: action chunk must be >= 1, got {action_chunk}")
         self.env_id = env_id
@@ -219,25 +219,13 @@ class ManiSkillBatchedEnv(VectorEnv):
         return actions.reshape(self.num_envs, self.chunk, -1)
 
     def _reward(self, sim_reward, success, done_now, running):
-        """The reward modes of ``vlarl_envs.wrappers.RewardMode``, batched; ManiSkill's
-        normalized dense reward already lies in [0, 1], so ``shaped`` and ``progress`` use it as the
-        potential. ``shaped`` pays its drop to 0 on the step that ends an episode, ``progress`` does
-        not; under both the next episode starts from 0."""
-        import torch
-
-        sparse = (success & ~self._succeeded).float()
-        if self.reward_mode == "sparse":
-            return sparse
-        if self.reward_mode == "only_at_end":
-            return (success & done_now).float()
-        if self.reward_mode in ("shaped", "progress"):
-            potential = torch.where(running, sim_reward.float(), 0.0)
-            next_start = torch.where(done_now, 0.0, potential)
-            paid = next_start if self.reward_mode == "shaped" else potential
-            shaped = sparse + paid - self._potential
-            self._potential = next_start
-            return shaped
-        return sim_reward.float()
+        """``step_reward`` of ``vlarl_envs.wrappers.reward_mode`` on the batch; ManiSkill's normalized dense
+        reward already lies in [0, 1], so ``shaped`` and ``progress`` use it as the potential. Envs no
+        longer running contribute nothing, and every episode starts from potential 0."""
+        dense = sim_reward.float() * running
+        reward, self._potential = step_reward(self.reward_mode, success, self._succeeded, dense, done_now,
+                                              self._potential)
+        return reward
 
     def _autoreset(self, finished, observation, final_observation, final_success, info):
         """Reset the finished sub-envs in place; record their last observation and info."""
@@ -258,6 +246,7 @@ class ManiSkillBatchedEnv(VectorEnv):
                 "success_at_end": final_success.clone(),
                 "return": self._return.clone(),
                 "episode_len": self._length.clone(),
+                "reward": self._return / self._length.clamp(min=1),
             },
             "_episode": mask,
         }

@@ -1,20 +1,69 @@
-"""Reward modes: what the learner is paid, derived from ``info["success"]`` or the simulator."""
+"""Reward modes: what the learner is paid, derived from ``info["success"]`` or the simulator.
+
+``step_reward`` is the one implementation: the single-env ``RewardMode`` wrapper and the batched
+ManiSkill env both call it, on numpy scalars or on torch tensors of a batch.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import gymnasium as gym
 
 REWARD_MODES = ("sparse", "only_at_end", "dense", "shaped", "progress")
+
+REWARD_MODE_ALIASES = {"only_success": "sparse", "raw": "dense"}
+"""RLinf's reward names that mean one of ours. RLinf's ManiSkill ``only_success`` pays R = success as
+a relative reward (r_t = R_t - R_{t-1}): 1 on the step success first holds, as ``sparse`` does; it
+would also pay -1 on a step where success is lost again, which ``sparse`` does not (with episodes
+that end on success the two agree). RLinf's ``raw`` is the simulator's reward, our ``dense``."""
+
+
+def resolve_reward_mode(mode: str) -> str:
+    """Our name of a reward mode, RLinf's aliases included; a ValueError listing both otherwise."""
+    mode = REWARD_MODE_ALIASES.get(mode, mode)
+    if mode not in REWARD_MODES:
+        raise ValueError(f"reward mode must be one of {REWARD_MODES} (or RLinf's {sorted(REWARD_MODE_ALIASES)}), "
+                         f"got {mode!r}")
+    return mode
+
+
+def step_reward(mode: str, success: Any, succeeded: Any, dense: Any, done: Any, potential: Any) -> tuple[Any, Any]:
+    """The reward of one (sub-)step under ``mode``, elementwise over numpy or torch values.
+
+    Args:
+        mode: one of ``REWARD_MODES``.
+        success: whether success holds after this step (bool: Python, numpy or torch).
+        succeeded: whether it held at an earlier step of the episode (bool).
+        dense: the simulator's dense reward scaled to [0, 1] (``shaped``, ``progress``) or as it
+            comes (``dense``).
+        done: whether this step ends the episode (bool).
+        potential: the potential the previous step left (0 at an episode's start).
+
+    Returns:
+        The reward, and the potential the next step starts from (0 after an episode's end).
+    """
+    # "x ^ True" negates Python bools, numpy bools and torch bool tensors alike ("~True" is -2).
+    first_success = success & (succeeded ^ True)
+    if mode == "sparse":
+        return first_success * 1.0, potential
+    if mode == "only_at_end":
+        return (success & done) * 1.0, potential
+    if mode == "dense":
+        return dense * 1.0, potential
+    next_potential = dense * (done ^ True)
+    paid = next_potential if mode == "shaped" else dense
+    return first_success + paid - potential, next_potential
 
 
 class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Replace the simulator's reward according to ``mode``.
 
     - ``sparse``: 1 on the step where success first holds in the episode, else 0 (RLinf's
-      relative reward: a success signal pays out once).
+      relative reward: a success signal pays out once; RLinf's ``only_success``).
     - ``only_at_end``: 1 on the last step of an episode (terminated or truncated) if it ends
       in success, else 0.
-    - ``dense``: the simulator's own shaped reward.
+    - ``dense``: the simulator's own shaped reward (RLinf's ``raw``).
     - ``shaped``: ``sparse`` plus potential-based shaping ``phi(s') - phi(s)`` (Ng, Harada and
       Russell, 1999), where ``phi`` is the simulator's dense reward on the step that reached the
       state, divided by ``dense_reward_max``, and 0 before the first step and on the step that
@@ -31,8 +80,7 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """
 
     def __init__(self, env: gym.Env, mode: str = "sparse", dense_reward_max: float = 1.0) -> None:
-        if mode not in REWARD_MODES:
-            raise ValueError(f"reward mode must be one of {REWARD_MODES}, got {mode!r}")
+        mode = resolve_reward_mode(mode)
         if not dense_reward_max > 0:
             raise ValueError(f"dense_reward_max must be > 0, got {dense_reward_max!r}")
         gym.utils.RecordConstructorArgs.__init__(self, mode=mode, dense_reward_max=dense_reward_max)
@@ -50,14 +98,8 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action):
         observation, reward, terminated, truncated, info = self.env.step(action)
         success = bool(info["success"])
-        if self.mode == "sparse":
-            reward = float(success and not self._succeeded)
-        elif self.mode == "only_at_end":
-            reward = float(success and (terminated or truncated))
-        elif self.mode in ("shaped", "progress"):
-            ends_shaping = self.mode == "shaped" and (terminated or truncated)
-            potential = 0.0 if ends_shaping else float(reward) / self.dense_reward_max
-            reward = float(success and not self._succeeded) + potential - self._potential
-            self._potential = potential
+        scale = 1.0 if self.mode == "dense" else self.dense_reward_max
+        reward, self._potential = step_reward(self.mode, success, self._succeeded, float(reward) / scale,
+                                              bool(terminated or truncated), self._potential)
         self._succeeded = self._succeeded or success
         return observation, float(reward), terminated, truncated, info

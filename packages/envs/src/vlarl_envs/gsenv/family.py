@@ -1,0 +1,32 @@
+"""The GSEnv family: ManiSkill physics rendered with 3D Gaussian splats, all envs in one render call."""
+
+from __future__ import annotations
+
+from vlarl_envs.families import EnvFamily, entry_point_vec
+from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME
+from vlarl_envs.instructions import InstructionSet
+from vlarl_envs.maniskill.family import PANDA_FEATURE_NAMES
+
+GSENV_INSTRUCTIONS = InstructionSet({TASK_NAME: (INSTRUCTION, "put the cube on the plate")})
+"""GSEnv's one task speaks one sentence in every split; the paraphrase is listed for tokenizers."""
+
+
+def gsenv_expert(task: str):
+    from vlarl_envs.gsenv.expert import pick_and_place_action
+
+    return pick_and_place_action if task == TASK_NAME else None
+
+
+GSENV_FAMILY = EnvFamily(
+    name="GSEnv",
+    id_prefix="vlarl/GSEnv-",
+    extra="gsenv",
+    tasks=lambda env_id: (TASK_NAME,),
+    splits=lambda env_id: tuple(SPLIT_STREAMS),
+    instructions=lambda env_id: GSENV_INSTRUCTIONS,
+    make_vec=entry_point_vec,
+    batched=True,
+    expert=gsenv_expert,
+    robot_type="panda",
+    feature_names=PANDA_FEATURE_NAMES,
+)

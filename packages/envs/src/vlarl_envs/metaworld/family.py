@@ -1,0 +1,46 @@
+"""The MetaWorld family: its ids' tasks, experts, splits and difficulty groups."""
+
+from __future__ import annotations
+
+from vlarl_envs.families import EnvFamily, registered_kwargs, subprocess_vec
+from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
+from vlarl_envs.metaworld.tasks import difficulty_of
+
+
+def metaworld_tasks(env_id: str) -> tuple[str, ...]:
+    """One task for ``vlarl/MetaWorld-<task>``, the suite's for ``vlarl/MetaWorld-<suite>-v3``."""
+    from vlarl_envs.metaworld.registration import suite_tasks
+
+    kwargs = registered_kwargs(env_id)
+    return (kwargs["task"],) if kwargs.get("task") else tuple(suite_tasks(kwargs["suite"]))
+
+
+def metaworld_splits(env_id: str) -> tuple[str, ...]:
+    from vlarl_envs.metaworld.env import SPLIT_STREAMS  # the env module sets MuJoCo's GL backend on import
+
+    return tuple(SPLIT_STREAMS)
+
+
+def metaworld_expert(task: str):
+    from vlarl_envs.metaworld.experts import scripted_expert
+
+    return scripted_expert(task)
+
+
+METAWORLD_FAMILY = EnvFamily(
+    name="MetaWorld",
+    id_prefix="vlarl/MetaWorld-",
+    extra="metaworld",
+    tasks=metaworld_tasks,
+    splits=metaworld_splits,
+    instructions=lambda env_id: METAWORLD_INSTRUCTIONS,
+    make_vec=subprocess_vec,
+    batched=False,
+    expert=metaworld_expert,
+    group=lambda task, split, episode_id: difficulty_of(task),
+    robot_type="sawyer",
+    feature_names={
+        "observation.state": ["hand_x", "hand_y", "hand_z", "gripper_opening"],
+        "action": ["delta_x", "delta_y", "delta_z", "gripper_effort"],
+    },
+)
