@@ -1,10 +1,10 @@
 """What the vlarl contract costs per step, measured side by side in one run.
 
-For each family: raw simulator steps/s, vlarl-wrapped steps/s (per second of this process's
-CPU time) (``gym.make`` of the vlarl id
-with every contract wrapper) and their ratio, for state observations and for 128x128 rgb;
-then the vector env's throughput with 1 and 2 subprocess workers. Raw and wrapped runs
-alternate in rounds and the median round is reported, so both see the same machine load.
+For each family: raw simulator steps/s, vlarl-wrapped steps/s (``gym.make`` of the vlarl id with
+every contract wrapper) and their ratio, in wall-clock time, for state observations and for
+128x128 rgb; then the vector env's throughput with 1 and 2 subprocess workers. Raw and wrapped
+runs alternate in short blocks and the median block is reported, so both see the same machine
+load; run it on an otherwise idle machine all the same.
 
     uv run python benchmarks/env_overhead.py [--family metaworld|maniskill] [--steps 2000] [--rounds 9]
 """
@@ -26,17 +26,12 @@ MANISKILL_TASK = "PickCube"
 IMAGE_SIZE = 128
 
 
-def steps_per_second(step: Callable[[], None], steps: int, clock: Callable[[], float] = time.perf_counter) -> float:
-    start = clock()
+def steps_per_second(step: Callable[[], None], steps: int) -> float:
+    """Wall-clock steps per second of ``steps`` calls."""
+    start = time.perf_counter()
     for _ in range(steps):
         step()
-    return steps / (clock() - start)
-
-
-def cpu_steps_per_second(step: Callable[[], None], steps: int) -> float:
-    """Steps per second of this process's CPU time (all its threads, llvmpipe's included):
-    the raw/wrapped ratio then does not move with other work on the machine."""
-    return steps_per_second(step, steps, time.process_time)
+    return steps / (time.perf_counter() - start)
 
 
 def alternate(runners: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
@@ -96,7 +91,7 @@ def metaworld_rows(steps: int, rounds: int) -> None:
     for mode, rendering, n in (("state", False, steps), (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", True, steps // 20)):
         raw_step, wrapped_step = metaworld_pair("rgb" if rendering else "state")
         rates = alternate(
-            {"raw": lambda: cpu_steps_per_second(raw_step, n), "wrapped": lambda: cpu_steps_per_second(wrapped_step, n)},
+            {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)},
             rounds,
         )
         report_overhead("MetaWorld reach-v3", mode, rates)
@@ -143,7 +138,7 @@ def maniskill_rows(steps: int, rounds: int) -> None:
     for mode, obs_mode, n in (("state", "state", steps // 4), (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", "rgb", steps // 40)):
         raw_step, wrapped_step = maniskill_pair(obs_mode)
         rates = alternate(
-            {"raw": lambda: cpu_steps_per_second(raw_step, n), "wrapped": lambda: cpu_steps_per_second(wrapped_step, n)},
+            {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)},
             rounds,
         )
         report_overhead(f"ManiSkill {MANISKILL_TASK}-v1", mode, rates)
@@ -170,8 +165,8 @@ FAMILIES = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", choices=sorted(FAMILIES), action="append")
-    parser.add_argument("--steps", type=int, default=2000, help="state steps per measurement (rgb: a tenth)")
-    parser.add_argument("--rounds", type=int, default=9, help="interleaved raw/wrapped rounds; the median is kept")
+    parser.add_argument("--steps", type=int, default=500, help="state steps per measurement (rgb: a twentieth)")
+    parser.add_argument("--rounds", type=int, default=41, help="interleaved raw/wrapped blocks; the median is kept")
     args = parser.parse_args()
     families = args.family or sorted(FAMILIES)
     print("| env | observation | raw steps/s | wrapped steps/s | wrapped/raw |")

@@ -11,7 +11,6 @@ training step's rollouts; the mean is taken over the steps every run logged.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import matplotlib
@@ -21,6 +20,8 @@ matplotlib.use("Agg")  # files only: no display on a training machine
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
+
+from vlarl_trainer.metrics import read_metrics  # noqa: E402
 
 
 def metrics_file(path: Path) -> Path:
@@ -33,11 +34,7 @@ def metrics_file(path: Path) -> Path:
 
 def read_curve(path: Path, metric: str) -> dict[int, float]:
     """Step -> value of ``metric``, from every line of a metrics.jsonl that has it."""
-    curve = {}
-    for line in path.read_text().splitlines():
-        record = json.loads(line)
-        if metric in record:
-            curve[int(record["step"])] = float(record[metric])
+    curve = {step: float(logged[metric]) for step, logged in read_metrics(path).items() if metric in logged}
     if not curve:
         raise ValueError(f"{path} logs no {metric!r}")
     return curve

@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from vlarl_trainer.metrics import logged_seconds
+from vlarl_trainer.metrics import logged_seconds, read_metrics
 
 MEAN_METRIC = "eval/success_once"
 TASK_METRIC_PREFIX = "eval/test/success_once/"
@@ -100,13 +100,8 @@ def job_steps(job: dict) -> int:
 def read_record(path: Path) -> RunRecord:
     job_path, metrics_path = record_files(path)
     job = json.loads(job_path.read_text())
-    evaluations: dict[int, dict[str, float]] = {}
-    # A run resumed from a checkpoint logs the steps after it again: each step's later line wins.
-    for line in metrics_path.read_text().splitlines():
-        entry = json.loads(line)
-        if MEAN_METRIC in entry:
-            evaluations[int(entry["step"])] = {key: float(value) for key, value in entry.items()
-                                               if key.startswith("eval/")}
+    evaluations = {step: {key: float(value) for key, value in logged.items() if key.startswith("eval/")}
+                   for step, logged in read_metrics(metrics_path).items() if MEAN_METRIC in logged}
     if 0 not in evaluations:
         raise ValueError(f"{metrics_path} logs no evaluation before RL (step 0); run the job with eval.at_start=true")
     return RunRecord(name=path.name, seed=int(job_seed(job)), job_steps=job_steps(job),

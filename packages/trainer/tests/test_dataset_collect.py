@@ -68,7 +68,7 @@ def test_refuses_an_existing_dataset_and_unknown_tasks_or_envs(collected, tmp_pa
         collect_demonstrations(ENV_ID, 1, dataset.root, image_size=32)
     with pytest.raises(ValueError, match=r"has no task\(s\) \['push-v3'\]"):
         collect_demonstrations(ENV_ID, 1, tmp_path / "x", image_size=32, tasks=["push-v3"])
-    with pytest.raises(ValueError, match="no scripted expert for env id 'CartPole-v1'"):
+    with pytest.raises(ValueError, match="env id 'CartPole-v1' belongs to no vlarl env family"):
         collect_demonstrations("CartPole-v1", 1, tmp_path / "y")
     assert list(tmp_path.iterdir()) == []
 

@@ -59,3 +59,24 @@ def test_a_single_task_env_keeps_its_task():
     config = mt10("env.id=vlarl/MetaWorld-reach-v3")
     entries = training_options(config, 0, 0) + training_options(config, 1, 0) + evaluation_options(config)
     assert {entry.get("task", "reach-v3") for entry in entries} == {"reach-v3"}
+
+
+def test_evaluation_on_another_env_plays_its_tasks_and_splits():
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", "env.id=vlarl/MetaWorld-ML45-train-v3",
+                          "eval.env_id=vlarl/MetaWorld-ML45-test-v3", "eval.episodes_per_task=2",
+                          "eval.splits=[test,semantic]"])
+    options = evaluation_options(config)
+    held_out = {"bin-picking-v3", "box-close-v3", "hand-insert-v3", "door-lock-v3", "door-unlock-v3"}
+    assert {entry["task"] for entry in options} == held_out and len(options) == 5 * 2 * 2
+    with pytest.raises(ValueError, match=r"has no split\(s\) \['vision'\]; expected any of \['train', 'test', 'semantic'\]"):
+        evaluation_options(load_config(["recipe=metaworld_10_ppo_openpi_tiny", "eval.splits=[vision]"]))
+
+
+def test_an_evaluation_env_of_other_sizes_is_refused():
+    from vlarl_trainer.rl.validation import validate, validate_evaluation_env
+
+    require_simulator("mani_skill")
+    config = mt10("eval.env_id=vlarl/ManiSkill-PickCube-v1", "eval.env_kwargs={obs_mode: state}")
+    with pytest.raises(ValueError, match="eval.env_id vlarl/ManiSkill-PickCube-v1 has action_dim=7, state_dim=8; "
+                                         "the policy trains on vlarl/MetaWorld-MT10-v3 with action_dim=4, state_dim=4"):
+        validate_evaluation_env(config, validate(config))

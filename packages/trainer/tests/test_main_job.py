@@ -89,6 +89,8 @@ def test_results_json_and_the_final_table(tmp_path):
     config = job("demo", "runner.seed=2", "actor.lr=5e-5")
     before = report({("test", "push-v3"): 0.2, ("test", "reach-v3"): 0.0}, seconds=4.0)
     after = report({("test", "push-v3"): 0.6, ("test", "reach-v3"): 0.2}, seconds=5.0)
+    before["groups"], after["groups"] = {("test", "easy"): 0.0, ("test", "hard"): 0.2}, {("test", "easy"): 0.2,
+                                                                                        ("test", "hard"): 0.6}
     paths = {"tensorboard": {"sft": "j/sft/tensorboard", "rl": "j/rl/tensorboard"}, "videos": "j/rl/videos",
              "video_files": ["j/rl/videos/eval_step_0/round_000.mp4"], "results": str(tmp_path / "results.json")}
     results = job_results(config, ["actor.lr=5e-5"], before, after, {"first": 1.2, "final": 0.3}, {"sft": 10.0},
@@ -98,6 +100,8 @@ def test_results_json_and_the_final_table(tmp_path):
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["success"] == [{"split": "test", "task": "push-v3", "before": 0.2, "after": 0.6},
                                 {"split": "test", "task": "reach-v3", "before": 0.0, "after": 0.2}]
+    assert saved["groups"] == [{"split": "test", "group": "easy", "before": 0.0, "after": 0.2},
+                               {"split": "test", "group": "hard", "before": 0.2, "after": 0.6}]
     assert saved["mean"] == pytest.approx({"before": 0.1, "after": 0.4})
     assert saved["sft_loss"] == {"first": 1.2, "final": 0.3} and saved["seconds"] == {"sft": 10.0}
     assert saved["seed"] == 2 and saved["recipe"] == "metaworld_10_ppo_openpi_tiny" and saved["job"] == "demo"
@@ -107,6 +111,7 @@ def test_results_json_and_the_final_table(tmp_path):
 
     text = summary_text(before, after, paths)
     assert "| test | push-v3 | 0.20 | 0.60 |" in text
+    assert "| test | group hard | 0.20 | 0.60 |" in text
     assert "| all | mean | 0.10 | 0.40 |" in text
     assert "tensorboard (rl): j/rl/tensorboard" in text and "videos: j/rl/videos (1 files)" in text
 

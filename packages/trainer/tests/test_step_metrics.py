@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from vlarl_trainer.rl.runner import success_per_task
+from vlarl_trainer.rl.runner import success_per_task, train_metric_name
 
 
 def test_success_per_task_splits_the_mean_by_task():
@@ -17,3 +17,10 @@ def test_success_per_task_splits_the_mean_by_task():
     }
     assert success_per_task([{"tasks": ["reach-v3"] * 2, "success_once": np.array([True, False])}]) == {
         "env/success_once/reach-v3": 0.5}
+
+
+def test_actor_metrics_take_rlinf_names():
+    assert train_metric_name("loss") == "train/loss"
+    assert train_metric_name("clipped_ratio") == "train/actor/clipped_ratio"
+    assert train_metric_name("clip_fraction") == "train/actor/clip_fraction"
+    assert train_metric_name("value_clip_ratio") == "train/critic/value_clip_ratio"

@@ -41,9 +41,10 @@ SMALL = [
 ]
 
 PPO_METRICS = {
-    "env/success_once", "env/success_at_end", "env/return", "env/episode_len",
-    "rollout/advantages_mean", "rollout/returns_mean",
-    "train/actor/policy_loss", "train/actor/approx_kl", "train/actor/clip_fraction", "train/actor/entropy_loss",
+    "env/success_once", "env/success_at_end", "env/return", "env/episode_len", "env/reward",
+    "rollout/advantages_mean", "rollout/returns_mean", "train/loss",
+    "train/actor/policy_loss", "train/actor/approx_kl", "train/actor/clip_fraction", "train/actor/clipped_ratio",
+    "train/actor/entropy_loss",
     "train/actor/grad_norm", "train/actor/lr",
     "train/critic/value_loss", "train/critic/value_clip_ratio", "train/critic/explained_variance",
     "time/step", "time/generate_rollouts", "time/actor_training", "time/sync_weights",
@@ -80,8 +81,12 @@ def read_metrics(run_dir) -> dict[int, dict]:
 
 
 def test_ppo_two_steps_logs_every_metric(tmp_path):
-    trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny_flownoise", "runner.max_steps=2")
+    trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny_flownoise", "runner.max_steps=2",
+                           "rollout.video_interval=2", "eval.video=true")
     results = run_and_close(trainer)
+    videos = sorted(path.relative_to(trainer.run_dir / "videos").as_posix()
+                    for path in (trainer.run_dir / "videos").rglob("*.mp4"))
+    assert videos == ["eval_step_2/round_000.mp4", "train_step_2.mp4"]
     metrics = read_metrics(results["run_dir"])
     for step in (1, 2):
         missing = PPO_METRICS - set(metrics[step])
@@ -240,3 +245,14 @@ def test_sft_and_rl_evaluation_score_a_checkpoint_alike(tmp_path):
     assert sft.evaluation["episodes"] == before["episodes"]
     assert len(before["episodes"]) == 3 and len({episode["return"] for episode in before["episodes"]}) == 3
     assert sft.evaluation["table"] == before["table"]
+
+
+def test_evaluation_on_another_env_scores_its_tasks_and_groups(tmp_path):
+    trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", "eval.at_start=true",
+                           "eval.env_id=vlarl/MetaWorld-push-v3")
+    results = run_and_close(trainer)
+    for report in (results["before"], results["after"]):
+        assert set(report["table"]) == {("test", "push-v3")} and set(report["groups"]) == {("test", "hard")}
+    metrics = read_metrics(results["run_dir"])
+    assert "env/success_once/reach-v3" in metrics[1] and "eval/test/group_success_once/hard" in metrics[1]
+    assert set(json.loads((trainer.run_dir / "workers.json").read_text())) == {"env", "eval_env", "rollout", "actor"}

@@ -94,6 +94,8 @@ class RolloutConfig:
     """Env shards per env worker whose simulation overlaps the other shards' inference."""
     deterministic: bool = False
     """Deterministic actions in training rollouts (tests and debugging)."""
+    video_interval: int = 0
+    """Record a training rollout's mp4 (the first env of the first rollout epoch) every N steps; 0: never."""
 
 
 @dataclass
@@ -138,6 +140,11 @@ class EvalConfig:
     splits: list[str] = field(default_factory=lambda: ["test"])
     video: bool = False
     """Record one captioned mp4 per env worker and evaluation."""
+    env_id: str | None = None
+    """Score on another env than ``env.id`` (None: the training env): ML45-test after ML45-train, CALVIN
+    D after ABC, a policy trained on splats with another renderer. Its action and state sizes must match."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """gym.make keywords of the evaluation env, on top of ``env.kwargs`` (e.g. ``{renderer: maniskill}``)."""
     checkpoint: str | None = None
     """vlarl-eval: the policy to score, as a run directory (its latest checkpoint), a checkpoint
     (``checkpoints/step_N``) or a ``save_pretrained`` directory such as an SFT checkpoint."""
@@ -158,6 +165,14 @@ class RunnerConfig:
     torch_threads: int = 1
     """torch threads per worker process."""
     progress: bool = True
+    video_dir: str | None = None
+    """Where training and evaluation videos go (None: ``<run>/videos``)."""
+    video_info: bool = True
+    """Caption every video frame with the step's reward and whether success holds (RLinf's info_on_video)."""
+    wandb_project: str = "vlarl"
+    """W&B project of runs logged with ``runner.logger=[..., wandb]``."""
+    wandb_name: str | None = None
+    """W&B run name (None: the run directory's name, which also identifies the W&B run on resume)."""
 
 
 @dataclass
@@ -241,7 +256,8 @@ def available_jobs() -> list[str]:
     return _names("job")
 
 
-OPEN_MAPPINGS = ("env.kwargs", "policy.kwargs", "cluster.component_placement", "collect.task_episodes")
+OPEN_MAPPINGS = ("env.kwargs", "policy.kwargs", "eval.env_kwargs", "cluster.component_placement",
+                 "collect.task_episodes")
 """Mappings whose keys a job or the command line may add to, where every other key of the tree is fixed by
 the schema: keywords for ``gym.make`` and ``vlarl_policies.make`` (which reject unknown ones themselves),
 ``cluster.component_placement={env: "0:0-1"}`` moving env off a recipe's shared placement, and

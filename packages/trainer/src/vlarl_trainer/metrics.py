@@ -1,4 +1,5 @@
-"""Metric sinks: metrics.jsonl always, TensorBoard and W&B by config, a progress bar with ETA."""
+"""Metric sinks (metrics.jsonl always, TensorBoard and W&B by config, a progress bar with ETA) and the
+one reader of metrics.jsonl, which the trainer, the main job and the scripts all use."""
 
 from __future__ import annotations
 
@@ -11,26 +12,33 @@ from typing import Any
 LOGGERS = ("tensorboard", "wandb")
 
 
-def logged_seconds(metrics_path: Path) -> dict[int, float]:
-    """Step -> the seconds its training step and its evaluation (if any) took, as metrics.jsonl logged them.
+def metric_lines(path: Path) -> list[dict[str, Any]]:
+    """Every line of a metrics.jsonl as written: ``{"step": N, name: value, ...}``."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
-    A run resumed from a checkpoint logs the steps after that checkpoint again, so a step's later line
-    wins: a replayed step counts once, with the time of the run that kept it."""
-    step_seconds: dict[int, float] = {}
-    eval_seconds: dict[int, float] = {}
-    for line in metrics_path.read_text().splitlines():
-        entry = json.loads(line)
-        if "time/step" in entry:
-            step_seconds[int(entry["step"])] = float(entry["time/step"])
-        if "time/eval" in entry:
-            eval_seconds[int(entry["step"])] = float(entry["time/eval"])
-    return {step: step_seconds.get(step, 0.0) + eval_seconds.get(step, 0.0)
-            for step in step_seconds.keys() | eval_seconds.keys()}
+
+def read_metrics(path: Path) -> dict[int, dict[str, float]]:
+    """Step -> every metric logged at that step (a step's training and evaluation lines merged).
+
+    A run resumed from a checkpoint logs the steps after that checkpoint again, so a later line's
+    value of a metric wins: a replayed step counts once, with the values of the run that kept it."""
+    merged: dict[int, dict[str, float]] = {}
+    for line in metric_lines(path):
+        step = int(line["step"])
+        merged.setdefault(step, {}).update({name: value for name, value in line.items() if name != "step"})
+    return dict(sorted(merged.items()))
+
+
+def logged_seconds(metrics_path: Path) -> dict[int, float]:
+    """Step -> the seconds its training step and its evaluation (if any) took, as metrics.jsonl logged them
+    (a replayed step with the time of the run that kept it)."""
+    return {step: float(logged.get("time/step", 0.0)) + float(logged.get("time/eval", 0.0))
+            for step, logged in read_metrics(metrics_path).items() if "time/step" in logged or "time/eval" in logged}
 
 
 class MetricLogger:
     def __init__(self, run_dir: Path, backends: list[str], config: dict[str, Any], total_steps: int,
-                 start_step: int, progress: bool) -> None:
+                 start_step: int, progress: bool, wandb_project: str = "vlarl", wandb_name: str | None = None) -> None:
         unknown = [b for b in backends if b not in LOGGERS]
         if unknown:
             raise ValueError(f"runner.logger: unknown backend(s) {unknown}; expected any of {list(LOGGERS)}")
@@ -45,7 +53,8 @@ class MetricLogger:
             import wandb
 
             os.environ.setdefault("WANDB_MODE", "offline")
-            self.wandb = wandb.init(dir=str(run_dir), config=config, name=run_dir.name, resume="allow", id=run_dir.name)
+            self.wandb = wandb.init(dir=str(run_dir), config=config, project=wandb_project,
+                                    name=wandb_name or run_dir.name, resume="allow", id=run_dir.name)
         self.progress = None
         if progress:
             from tqdm import tqdm
@@ -83,7 +92,7 @@ def truncate_metrics(path: Path, last_step: int) -> None:
     """Keep the lines of steps <= last_step (a resumed run re-runs the steps after its checkpoint)."""
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= last_step]
+    kept = [line for line in metric_lines(path) if line["step"] <= last_step]
     partial = path.with_suffix(".partial")
-    partial.write_text("".join(line + "\n" for line in kept))
+    partial.write_text("".join(json.dumps(line) + "\n" for line in kept))
     os.replace(partial, path)

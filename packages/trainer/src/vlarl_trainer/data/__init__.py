@@ -6,7 +6,6 @@
 """
 
 from vlarl_trainer.data.collector import CollectionSummary, collect_demonstrations
-from vlarl_trainer.data.experts import ExpertFamily, expert_family, register_expert_family
 from vlarl_trainer.data.layout import CODEBASE_VERSION
 from vlarl_trainer.data.reader import DemonstrationDataset, EpisodeRecord, load_dataset
 from vlarl_trainer.data.samples import ActionChunkSampler
@@ -19,10 +18,7 @@ __all__ = [
     "DemonstrationDataset",
     "Episode",
     "EpisodeRecord",
-    "ExpertFamily",
     "LeRobotDatasetWriter",
     "collect_demonstrations",
-    "expert_family",
     "load_dataset",
-    "register_expert_family",
 ]

@@ -18,9 +18,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import vlarl_envs  # noqa: F401  (registers the vlarl env ids)
+from vlarl_envs import EnvFamily, family_of
 
-from vlarl_trainer.data.experts import ExpertFamily, expert_family
 from vlarl_trainer.data.writer import Episode, LeRobotDatasetWriter
 
 
@@ -45,7 +44,7 @@ class CollectionSummary:
         return "\n".join(lines)
 
 
-def record_episode(env: gym.Env, family: ExpertFamily, task: str, episode_id: int, split: str) -> Episode:
+def record_episode(env: gym.Env, family: EnvFamily, task: str, episode_id: int, split: str) -> Episode:
     """Run the task's expert on one episode, recording each observation with the action it led to."""
     observation, _ = env.reset(options={"episode_id": episode_id, "task": task, "split": split})
     expert = family.make_expert(task)
@@ -74,6 +73,13 @@ def record_episode(env: gym.Env, family: ExpertFamily, task: str, episode_id: in
                             if frames["privileged_state"] else None),
         metadata={"env_task": task, "episode_id": episode_id, "split": split, "success": any(successes)},
     )
+
+
+def dimension_names(family: EnvFamily, env: gym.Env) -> dict[str, list[str]]:
+    """The family's names of state and action dimensions, where they fit this env's spaces (another
+    control mode may change the action's size)."""
+    sizes = {"observation.state": env.observation_space["states"].shape[0], "action": env.action_space.shape[-1]}
+    return {key: list(names) for key, names in family.feature_names.items() if len(names) == sizes.get(key)}
 
 
 def collect_demonstrations(
@@ -109,15 +115,19 @@ def collect_demonstrations(
     for name, count in {"num_episodes_per_task": num_episodes_per_task, **task_episodes}.items():
         if not isinstance(count, int) or count <= 0:
             raise ValueError(f"episode counts must be positive integers, got {count!r} for {name}")
-    family = expert_family(env_id)
+    family = family_of(env_id)
+    available = family.tasks(env_id)
+    chosen = tuple(tasks) if tasks else available
+    unknown = [task for task in chosen if task not in available]
+    if unknown:
+        raise ValueError(f"{env_id} has no task(s) {unknown}; expected a subset of {list(available)}")
+    without_expert = [task for task in chosen if family.expert(task) is None]
+    if without_expert:
+        raise ValueError(f"no scripted expert for {family.name} task(s) {without_expert} of {env_id}; collect a "
+                         "family task that has one (MetaWorld's tasks, ManiSkill's PutOnPlate and PickCube, GSEnv)")
     started = time.perf_counter()
     env = gym.make(env_id, image_size=image_size, obs_mode="rgb", reward_mode="sparse", **env_kwargs)
     try:
-        available = family.env_tasks(env)
-        chosen = tuple(tasks) if tasks else available
-        unknown = [task for task in chosen if task not in available]
-        if unknown:
-            raise ValueError(f"{env_id} has no task(s) {unknown}; expected a subset of {list(available)}")
         not_collected = [task for task in task_episodes if task not in chosen]
         if not_collected:
             raise ValueError(f"task_episodes names task(s) {not_collected} that are not collected; "
@@ -134,7 +144,7 @@ def collect_demonstrations(
             extra_info["horizon"] = int(horizon)
         summary = CollectionSummary(path=Path(out_dir))
         with LeRobotDatasetWriter(out_dir, fps=fps, robot_type=family.robot_type,
-                                  feature_names=family.feature_names, extra_info=extra_info) as writer:
+                                  feature_names=dimension_names(family, env), extra_info=extra_info) as writer:
             for task in chosen:
                 task_summary = summary.tasks.setdefault(task, TaskSummary())
                 attempts = max_attempts_per_task or 3 * wanted[task] + 5

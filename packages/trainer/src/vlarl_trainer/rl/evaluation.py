@@ -8,9 +8,8 @@ policy, so a checkpoint scores the same whichever command scores it."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,52 +17,62 @@ import numpy as np
 
 from vlarl_trainer.config import VlarlConfig
 from vlarl_trainer.rl.rollout import Shards, run_episodes
-
-STATISTICS = ("success_once", "success_at_end", "return", "episode_len")
-
-
-def env_tasks(config: VlarlConfig) -> list[str | None]:
-    """The tasks a multi-task env draws from (its ``tasks`` attribute), else one unnamed task."""
-    return list(_env_tasks(config.env.id, json.dumps(config.env.kwargs, sort_keys=True)))
+from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
 
-@functools.cache
-def _env_tasks(env_id: str, kwargs_json: str) -> tuple[str | None, ...]:
-    import gymnasium as gym
 
-    import vlarl_envs  # noqa: F401
+def evaluation_env(config: VlarlConfig) -> VlarlConfig:
+    """The tree an evaluation plays: ``env.*``, or another env where ``eval.env_id`` / ``eval.env_kwargs``
+    name one (ML45-test after training on ML45-train, a policy trained on splats scored with another
+    renderer). ``eval.env_kwargs`` update the training env's keywords."""
+    if config.eval.env_id is None and not config.eval.env_kwargs:
+        return config
+    env = dataclasses.replace(config.env, id=config.eval.env_id or config.env.id,
+                              kwargs={**config.env.kwargs, **config.eval.env_kwargs})
+    return dataclasses.replace(config, env=env)
 
-    env = gym.make(env_id, **json.loads(kwargs_json))
-    tasks = tuple(getattr(env.unwrapped, "tasks", None) or [None])
-    env.close()
-    return tasks
+
+def env_tasks(config: VlarlConfig) -> list[str]:
+    """The tasks of ``env.id``, as its family names them (one for a single-task id)."""
+    from vlarl_envs import family_of
+
+    return list(family_of(config.env.id).tasks(config.env.id))
 
 
 def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
-    """Episode ids 0..episodes_per_task-1 for every task and split, in a fixed order.
+    """Episode ids 0..episodes_per_task-1 for every task of the evaluation env and every split, in a
+    fixed order.
 
     Tasks alternate within an episode id, so when the number of envs is a multiple of the
     number of tasks, each env plays one task throughout: a multi-task env then builds one
     simulator, not one per task (MetaWorld MT10 on 20 envs: 20 simulators instead of 200)."""
-    options = []
-    for split in config.eval.splits:
-        for episode_id in range(config.eval.episodes_per_task):
-            for task in env_tasks(config):
-                entry: dict[str, Any] = {"episode_id": episode_id, "split": split}
-                if task is not None:
-                    entry["task"] = task
-                options.append(entry)
-    return options
+    from vlarl_envs import family_of
+
+    config = evaluation_env(config)
+    splits = family_of(config.env.id).splits(config.env.id)
+    unknown = [split for split in config.eval.splits if split not in splits]
+    if unknown:
+        raise ValueError(f"eval.splits: {config.env.id} has no split(s) {unknown}; expected any of {list(splits)}")
+    return [{"episode_id": episode_id, "split": split, "task": task}
+            for split in config.eval.splits
+            for episode_id in range(config.eval.episodes_per_task)
+            for task in env_tasks(config)]
 
 
 def evaluate(
-    shards: Shards, options: list[dict[str, Any]], chunk_steps: int, seed: int, video_dir: Path | None = None
+    shards: Shards, options: list[dict[str, Any]], chunk_steps: int, seed: int, video_dir: Path | None = None,
+    group_of: Callable[[str, str, int], str | None] | None = None, video_info: bool = True,
 ) -> dict[str, Any]:
-    """Play every listed episode (in rounds of the training envs) and aggregate.
+    """Play every listed episode (in rounds of the envs) and aggregate per split, task and group.
+
+    Args:
+        group_of: the env family's ``group(task, split, episode_id)`` (MetaWorld's difficulty,
+            PutOnPlate's variation); None reports no groups.
 
     Returns:
-        ``metrics`` (``eval/<statistic>`` means and ``eval/<split>/success_once/<task>``),
-        ``table`` {(split, task): success rate} and ``videos``.
+        ``metrics`` (``eval/<statistic>`` means, ``eval/<split>/success_once/<task>`` and
+        ``eval/<split>/group_success_once/<group>``), ``table`` {(split, task): success rate},
+        ``groups`` {(split, group): success rate}, ``episodes`` (one dict per episode) and ``videos``.
     """
     num_envs = len(shards.keys()) * shards.envs_per_stage
     per_episode: list[dict[str, Any]] = []
@@ -76,23 +85,33 @@ def evaluate(
             video_dir.mkdir(parents=True, exist_ok=True)
             video_path = str(video_dir / f"round_{round_index:03d}.mp4")
         results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=seed, keep_trajectories=False,
-                               video_path=video_path)
+                               video_path=video_path, video_info=video_info)
         if results.get("video"):
             videos.append(results["video"])
         for index, entry in enumerate(chunk):
+            task = entry.get("task") or results["tasks"][index]
+            group = group_of(task, entry["split"], entry["episode_id"]) if group_of is not None else None
             per_episode.append({
                 "split": entry["split"],
-                "task": entry.get("task") or results["tasks"][index],
-                **{name: float(results[name][index]) for name in STATISTICS},
+                "task": task,
+                "episode_id": entry["episode_id"],
+                "group": group,
+                **{name: float(results[name][index]) for name in EPISODE_STATISTICS},
             })
-    metrics = {f"eval/{name}": float(np.mean([e[name] for e in per_episode])) for name in STATISTICS}
+    metrics = {f"eval/{name}": float(np.mean([e[name] for e in per_episode])) for name in EPISODE_STATISTICS}
+    table = success_by(per_episode, "task")
+    groups = success_by([episode for episode in per_episode if episode["group"] is not None], "group")
+    metrics.update({f"eval/{split}/success_once/{task}": rate for (split, task), rate in table.items()})
+    metrics.update({f"eval/{split}/group_success_once/{group}": rate for (split, group), rate in groups.items()})
+    return {"metrics": metrics, "table": table, "groups": groups, "videos": videos, "episodes": per_episode}
+
+
+def success_by(episodes: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
+    """Mean ``success_once`` per (split, ``episode[key]``)."""
     grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for episode in per_episode:
-        grouped[(episode["split"], episode["task"])].append(episode["success_once"])
-    table = {key: float(np.mean(values)) for key, values in grouped.items()}
-    for (split, task), rate in table.items():
-        metrics[f"eval/{split}/success_once/{task}"] = rate
-    return {"metrics": metrics, "table": table, "videos": videos, "episodes": per_episode}
+    for episode in episodes:
+        grouped[(episode["split"], episode[key])].append(episode["success_once"])
+    return {label: float(np.mean(values)) for label, values in grouped.items()}
 
 
 def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: Path | None = None) -> dict[str, Any]:
@@ -103,10 +122,13 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
 
     import ray
 
+    from vlarl_envs import family_of
+
     from vlarl_trainer.rl.cluster import start_ray
     from vlarl_trainer.rl.rollout import start_inference_workers, worker_bundles
     from vlarl_trainer.rl.validation import validate
 
+    config = evaluation_env(config)
     config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, pretrained=str(policy_dir)))
     layout = validate(config, training=False)
     started = time.perf_counter()
@@ -115,7 +137,8 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
     shards = None
     try:
         shards = start_inference_workers(config, layout, str(policy_dir), worker_bundles(layout))
-        report = evaluate(shards, evaluation_options(config), layout.chunk_steps, config.runner.seed, video_dir)
+        report = evaluate(shards, evaluation_options(config), layout.chunk_steps, config.runner.seed, video_dir,
+                          family_of(config.env.id).group, config.runner.video_info)
     finally:
         if shards is not None:
             shards.env.kill()
@@ -152,35 +175,46 @@ def resolve_policy(path: str | Path) -> tuple[Path, Path | None]:
 def report_json(report: dict[str, Any]) -> dict[str, Any]:
     """An evaluation report as JSON can hold it: the table as rows of split, task and success."""
     rows = [{"split": split, "task": task, "success": rate} for (split, task), rate in sorted(report["table"].items())]
-    return {"metrics": report["metrics"], "table": rows, "episodes": report.get("episodes", [])}
+    groups = [{"split": split, "group": group, "success": rate}
+              for (split, group), rate in sorted(report.get("groups", {}).items())]
+    return {"metrics": report["metrics"], "table": rows, "groups": groups, "episodes": report.get("episodes", [])}
 
 
 def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
-    """The ``metrics`` and ``table`` of the evaluation logged at ``step`` in metrics.jsonl (None when there
-    is none): a resumed run's report of an evaluation an earlier process ran."""
-    if not metrics_path.exists():
+    """The ``metrics``, ``table`` and ``groups`` of the evaluation logged at ``step`` in metrics.jsonl (None
+    when there is none): a resumed run's report of an evaluation an earlier process ran."""
+    from vlarl_trainer.metrics import read_metrics
+
+    logged = read_metrics(metrics_path).get(step, {}) if metrics_path.exists() else {}
+    if "eval/success_once" not in logged:
         return None
-    for line in metrics_path.read_text().splitlines():
-        record = json.loads(line)
-        if record["step"] == step and "eval/success_once" in record:
-            metrics = {key: value for key, value in record.items() if key.startswith("eval/") or key == "time/eval"}
-            table = {}
-            for key, rate in metrics.items():
-                parts = key.split("/", 3)
-                if len(parts) == 4 and parts[2] == "success_once":
-                    table[(parts[1], parts[3])] = rate
-            return {"metrics": metrics, "table": table}
-    return None
+    metrics = {key: value for key, value in logged.items() if key.startswith("eval/") or key == "time/eval"}
+    table, groups = {}, {}
+    for key, rate in metrics.items():
+        parts = key.split("/", 3)
+        if len(parts) == 4 and parts[2] == "success_once":
+            table[(parts[1], parts[3])] = rate
+        elif len(parts) == 4 and parts[2] == "group_success_once":
+            groups[(parts[1], parts[3])] = rate
+    return {"metrics": metrics, "table": table, "groups": groups}
 
 
 def format_table(before: dict | None, after: dict) -> str:
-    """A Markdown table of success per task (and split): before and after, when both exist."""
-    lines = ["| split | task | before | after |", "|---|---|---|---|"] if before else ["| split | task | success |", "|---|---|---|"]
-    for (split, task), rate in sorted(after["table"].items()):
+    """A Markdown table of success per split and task, then per split and group: before and after, when
+    both exist."""
+    rows = [(split, task, "table") for split, task in sorted(after["table"])]
+    rows += [(split, group, "groups") for split, group in sorted(after.get("groups", {}))]
+    if before:
+        lines = ["| split | task | before | after |", "|---|---|---|---|"]
+    else:
+        lines = ["| split | task | success |", "|---|---|---|"]
+    for split, label, kind in rows:
+        name = label if kind == "table" else f"group {label}"
+        rate = after[kind][(split, label)]
         if before:
-            lines.append(f"| {split} | {task} | {before['table'].get((split, task), float('nan')):.2f} | {rate:.2f} |")
+            lines.append(f"| {split} | {name} | {before.get(kind, {}).get((split, label), float('nan')):.2f} | {rate:.2f} |")
         else:
-            lines.append(f"| {split} | {task} | {rate:.2f} |")
+            lines.append(f"| {split} | {name} | {rate:.2f} |")
     mean_after = after["metrics"]["eval/success_once"]
     if before:
         lines.append(f"| all | mean | {before['metrics']['eval/success_once']:.2f} | {mean_after:.2f} |")

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from vlarl_trainer.rl.cluster import WorkerGroup, gpu_bundles, gpu_count, wait_all
+from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
 
 @dataclass
@@ -43,15 +44,21 @@ def worker_bundles(layout) -> list | None:
     return gpu_bundles(device_count(layout.placement)) if gpu_count() > 0 else None
 
 
-def start_inference_workers(config, layout, policy_path: str, bundles: list | None) -> Shards:
-    """The env workers of ``env.*`` and the rollout workers holding the policy at ``policy_path``, placed
-    as ``cluster.component_placement`` says: what training rollouts and every evaluation run on."""
+def start_env_workers(config, layout, bundles: list | None) -> WorkerGroup:
+    """The env workers of ``env.*``, placed as ``cluster.component_placement`` says."""
     from vlarl_trainer.rl.workers.env_worker import EnvWorker
-    from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
 
     env_args = (config.env.id, config.env.kwargs, config.env.action_chunk, layout.envs_per_stage,
                 config.rollout.pipeline_stage_num)
-    env = WorkerGroup("env", EnvWorker, layout.placement["env"], [(env_args, {})] * layout.env_workers, bundles)
+    return WorkerGroup("env", EnvWorker, layout.placement["env"], [(env_args, {})] * layout.env_workers, bundles)
+
+
+def start_inference_workers(config, layout, policy_path: str, bundles: list | None) -> Shards:
+    """The env workers of ``env.*`` and the rollout workers holding the policy at ``policy_path``, placed
+    as ``cluster.component_placement`` says: what training rollouts and every evaluation run on."""
+    from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
+
+    env = start_env_workers(config, layout, bundles)
     rollout = WorkerGroup("rollout", RolloutWorker, layout.placement["rollout"],
                           [((policy_path, config.runner.torch_threads), {})] * layout.rollout_workers, bundles)
     return Shards(env, rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage)
@@ -65,6 +72,7 @@ def run_episodes(
     seed: int,
     keep_trajectories: bool = True,
     video_path: str | None = None,
+    video_info: bool = True,
 ) -> dict[str, Any]:
     """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks.
 
@@ -91,11 +99,11 @@ def run_episodes(
     env_results = wait_all([shards.env.workers[k[0]].results.remote(k[1]) for k in keys], "env")
     merged: dict[str, Any] = {
         name: np.concatenate([r[name] for r in env_results], axis=1 if name in ("rewards", "dones") else 0)
-        for name in ("rewards", "dones", "success_once", "success_at_end", "return", "episode_len")
+        for name in ("rewards", "dones", *EPISODE_STATISTICS)
     }
     merged["tasks"] = [task for r in env_results for task in r["tasks"]]
     if video_path is not None:
-        merged["video"] = wait_all(shards.env.workers[0].take_video.remote(video_path), "env")
+        merged["video"] = wait_all(shards.env.workers[0].take_video.remote(video_path, info=video_info), "env")
     trajectories = wait_all([shards.rollout_worker(k[0]).trajectory.remote(k) for k in keys], "rollout")
     if keep_trajectories:
         merged["forward_inputs"] = {

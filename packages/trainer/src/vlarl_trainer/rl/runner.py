@@ -13,19 +13,20 @@ from typing import Any
 import numpy as np
 import ray
 import torch
+from vlarl_envs import family_of
 
 from vlarl_trainer.rl import checkpoint as checkpoints
 from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.rl.cluster import WorkerGroup, free_port, start_ray
-from vlarl_trainer.rl.evaluation import env_tasks, evaluate, evaluation_options, logged_evaluation
-from vlarl_trainer.rl.rollout import run_episodes, start_inference_workers, worker_bundles
-from vlarl_trainer.rl.validation import Layout, validate
+from vlarl_trainer.rl.evaluation import env_tasks, evaluate, evaluation_env, evaluation_options, logged_evaluation
+from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
+from vlarl_trainer.rl.validation import Layout, validate, validate_evaluation_env
+from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
 from vlarl_trainer.run_dirs import new_run_dir
 
-EPISODE_STATISTICS = ("success_once", "success_at_end", "return", "episode_len")
 
 
 def rl_run_dir(config: VlarlConfig) -> Path:
@@ -62,20 +63,21 @@ def initial_policy(config: VlarlConfig, layout: Layout, run_dir: Path, instructi
 
 
 def env_instructions(config: VlarlConfig) -> list[str]:
-    """Every instruction the env can give, so the tokenizer of a new policy covers them."""
-    import gymnasium as gym
+    """Every instruction the training and evaluation envs can give (their families' instruction sets,
+    paraphrases included), so the tokenizer of a new policy covers them."""
+    from vlarl_envs import family_of
 
-    env = gym.make(config.env.id, **config.env.kwargs)
-    instructions = getattr(env.unwrapped, "instructions", None)
-    env.close()
-    if instructions is None:
-        return []
-    return [sentence for options in instructions.sentences.values() for sentence in options]
+    sentences: list[str] = []
+    for env_id in dict.fromkeys((config.env.id, evaluation_env(config).env.id)):
+        instructions = family_of(env_id).instructions(env_id)
+        sentences += [sentence for options in instructions.sentences.values() for sentence in options]
+    return list(dict.fromkeys(sentences))
 
 
 class Trainer:
     def __init__(self, config: VlarlConfig) -> None:
         self.layout = validate(config)
+        self.eval_layout = validate_evaluation_env(config, self.layout)
         self.config = config
         if config.resume is not None:
             self.run_dir = Path(config.resume)
@@ -104,6 +106,12 @@ class Trainer:
         bundles = worker_bundles(layout)
         self.shards = start_inference_workers(config, layout, policy_path, bundles)
         self.env, self.rollout = self.shards.env, self.shards.rollout
+        self.eval_shards = self.shards
+        if evaluation_env(config) is not config:
+            # Another env to score on: env workers of their own, acting through the same rollout workers.
+            eval_env = start_env_workers(evaluation_env(config), self.eval_layout, bundles)
+            self.eval_shards = Shards(eval_env, self.rollout, config.rollout.pipeline_stage_num,
+                                      self.eval_layout.envs_per_stage)
         world = layout.actor_workers
         samples = config.env.num_envs * config.rollout.rollout_epoch * layout.chunk_steps
         optimizer_steps = config.runner.max_steps * config.actor.update_epoch * max(1, samples // config.actor.global_batch_size)
@@ -112,6 +120,8 @@ class Trainer:
                         optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
         self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles)
         pids = {group.role: group.get(group.call("pid")) for group in (self.env, self.rollout, self.actor)}
+        if self.eval_shards is not self.shards:
+            pids["eval_env"] = self.eval_shards.env.get(self.eval_shards.env.call("pid"))
         (self.run_dir / "workers.json").write_text(json.dumps(pids))
         if self.resume_from is not None:
             self.actor.get(self.actor.call("load", str(self.resume_from)))
@@ -120,8 +130,9 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         config = self.config
-        logger = MetricLogger(self.run_dir, config.runner.logger, to_dict(config),
-                              config.runner.max_steps, self.start_step, config.runner.progress)
+        logger = MetricLogger(self.run_dir, config.runner.logger, to_dict(config), config.runner.max_steps,
+                              self.start_step, config.runner.progress, config.runner.wandb_project,
+                              config.runner.wandb_name)
         results: dict[str, Any] = {}
         metrics_path = self.run_dir / "metrics.jsonl"
         try:
@@ -160,7 +171,10 @@ class Trainer:
         for epoch in range(config.rollout.rollout_epoch):
             options = training_options(config, step, epoch)
             seed = int(np.random.default_rng([config.runner.seed, step, epoch]).integers(2**31))
-            epochs.append(run_episodes(self.shards, options, layout.chunk_steps, config.rollout.deterministic, seed))
+            video = self.video_dir / f"train_step_{step + 1}.mp4" if epoch == 0 and self.records_video(step) else None
+            epochs.append(run_episodes(self.shards, options, layout.chunk_steps, config.rollout.deterministic, seed,
+                                       video_path=None if video is None else str(video),
+                                       video_info=config.runner.video_info))
         timings["time/generate_rollouts"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
@@ -201,12 +215,22 @@ class Trainer:
         config = self.config
         start = time.perf_counter()
         self._sync_weights(step)
-        video_dir = self.run_dir / "videos" / f"eval_step_{step}" if config.eval.video else None
-        report = evaluate(self.shards, evaluation_options(config), self.layout.chunk_steps, config.runner.seed,
-                          video_dir)
+        video_dir = self.video_dir / f"eval_step_{step}" if config.eval.video else None
+        scored = evaluation_env(config)
+        report = evaluate(self.eval_shards, evaluation_options(config), self.eval_layout.chunk_steps,
+                          config.runner.seed, video_dir, family_of(scored.env.id).group, config.runner.video_info)
         report["metrics"]["time/eval"] = time.perf_counter() - start
         logger.log(step, report["metrics"])
         return report
+
+    @property
+    def video_dir(self) -> Path:
+        return Path(self.config.runner.video_dir) if self.config.runner.video_dir else self.run_dir / "videos"
+
+    def records_video(self, step: int) -> bool:
+        """Whether training step ``step`` (from 0) records its first rollout's video."""
+        interval = self.config.rollout.video_interval
+        return interval > 0 and (step + 1) % interval == 0
 
     def save(self, step: int) -> Path:
         """Checkpoint policy, optimizer and scheduler (RNG streams are derived from the step)."""
@@ -216,7 +240,7 @@ class Trainer:
         )
 
     def close(self) -> None:
-        for group in (self.env, self.rollout, self.actor):
+        for group in dict.fromkeys((self.env, self.eval_shards.env, self.rollout, self.actor)):
             group.kill()
 
 
@@ -238,13 +262,10 @@ def training_options(config: VlarlConfig, step: int, epoch: int) -> list[dict[st
     num_envs = config.env.num_envs
     group = config.algorithm.group_size if config.algorithm.name == "grpo" else 1
     ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
-    options: list[dict[str, Any]] = [{"episode_id": int(i), "split": "train"} for i in ids]
     tasks = env_tasks(config)
-    if tasks != [None]:
-        units, deal = num_envs // group, step * config.rollout.rollout_epoch + epoch
-        for index, entry in enumerate(options):
-            entry["task"] = tasks[(index // group + deal * units) % len(tasks)]
-    return options
+    units, deal = num_envs // group, step * config.rollout.rollout_epoch + epoch
+    return [{"episode_id": int(episode_id), "split": "train", "task": tasks[(index // group + deal * units) % len(tasks)]}
+            for index, episode_id in enumerate(ids)]
 
 
 def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:
@@ -256,10 +277,13 @@ def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:
             for task in sorted(set(tasks)) if task}
 
 
-ACTOR_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "entropy_loss", "entropy", "grad_norm", "lr",
-                 "ratio_mean", "ratio_min", "ratio_max", "dual_clip_fraction"}
+ACTOR_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "clipped_ratio", "entropy_loss", "entropy", "grad_norm",
+                 "lr", "ratio_mean", "ratio_min", "ratio_max", "dual_clip_fraction"}
 
 
 def train_metric_name(name: str) -> str:
-    """``approx_kl`` -> ``train/actor/approx_kl``; ``value_loss`` -> ``train/critic/value_loss``."""
+    """``approx_kl`` -> ``train/actor/approx_kl``; ``value_loss`` -> ``train/critic/value_loss``; the whole
+    loss the optimizer minimizes (policy, value and entropy terms) -> ``train/loss``."""
+    if name == "loss":
+        return "train/loss"
     return f"train/actor/{name}" if name in ACTOR_METRICS else f"train/critic/{name}"

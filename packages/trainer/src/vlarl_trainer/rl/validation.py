@@ -125,6 +125,8 @@ def check_training(config: VlarlConfig) -> None:
         f"actor.torch_threads must be >= 1 or null (runner.torch_threads), got {actor.torch_threads}",
     )
     require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
+    require(config.rollout.video_interval >= 0,
+            f"rollout.video_interval must be >= 0 (0: no training videos), got {config.rollout.video_interval}")
 
 
 def validate(config: VlarlConfig, training: bool = True) -> Layout:
@@ -185,3 +187,20 @@ def validate(config: VlarlConfig, training: bool = True) -> Layout:
         action_dim=int(action_shape[-1]),
         state_dim=int(state_dim),
     )
+
+
+def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
+    """The layout of the env evaluations play (``eval.env_id``/``eval.env_kwargs``, else the training env's):
+    its actions and states must have the training env's sizes, since one policy acts in both."""
+    from vlarl_trainer.rl.evaluation import evaluation_env
+
+    scored = evaluation_env(config)
+    if scored is config:
+        return layout
+    eval_layout = validate(scored, training=False)
+    require(
+        (eval_layout.action_dim, eval_layout.state_dim) == (layout.action_dim, layout.state_dim),
+        f"eval.env_id {scored.env.id} has action_dim={eval_layout.action_dim}, state_dim={eval_layout.state_dim}; "
+        f"the policy trains on {config.env.id} with action_dim={layout.action_dim}, state_dim={layout.state_dim}",
+    )
+    return eval_layout

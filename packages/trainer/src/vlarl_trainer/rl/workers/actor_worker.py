@@ -176,6 +176,7 @@ class ActorWorker:
             )
             loss = loss + algorithm.entropy_coef * bonus
             metrics.update(entropy_metrics)
+        metrics["loss"] = loss.detach()
         share = float(weights.sum()) / max(global_weight, 1e-12)
         scaled = loss * share * self.world_size
         return scaled, {name: float(value) for name, value in metrics.items()}

@@ -2,7 +2,9 @@
 
 Training rollouts run without autoreset: every env plays one episode per rollout epoch from
 an episode id the driver chooses; an env whose episode ended is no longer stepped (its last
-observation is repeated and its later steps are masked out of the loss).
+observation is repeated and its later steps are masked out of the loss). An episode's statistics
+are the env's own (``info["episode"]`` of the contract's EpisodeStatistics wrapper, or its
+``episode_so_far`` for an episode the rollout's length cut short); the worker computes none.
 """
 
 from __future__ import annotations
@@ -28,16 +30,17 @@ def batch_observations(observations: list[dict[str, Any]]) -> dict[str, Any]:
     return batch
 
 
+EPISODE_STATISTICS = ("success_once", "success_at_end", "return", "episode_len", "reward")
+"""The keys of ``info["episode"]`` the worker reports per env."""
+
+
 class StageRecord:
-    """What one shard's episodes produced, step by step."""
+    """What one shard's episodes produced, step by step, and each finished episode's statistics."""
 
     def __init__(self, num_envs: int) -> None:
         self.rewards: list[np.ndarray] = []
         self.dones: list[np.ndarray] = [np.zeros(num_envs, bool)]
-        self.success_once = np.zeros(num_envs, bool)
-        self.success_now = np.zeros(num_envs, bool)
-        self.returns = np.zeros(num_envs, np.float64)
-        self.lengths = np.zeros(num_envs, np.int64)
+        self.episodes: list[dict[str, Any] | None] = [None] * num_envs
         self.tasks: list[str] = [""] * num_envs
 
     @property
@@ -59,7 +62,8 @@ class EnvWorker:
         ]
         self.records: list[StageRecord | None] = [None] * stage_num
         self.last_obs: list[list[dict[str, Any]]] = [[] for _ in range(stage_num)]
-        self.frames: list[np.ndarray] | None = None
+        self.frames: list[tuple[np.ndarray, float, bool]] | None = None
+        """Stage 0's first env while a video records: each image with the reward and success that came with it."""
 
     def pid(self) -> int:
         return os.getpid()
@@ -79,7 +83,7 @@ class EnvWorker:
         self.last_obs[stage] = observations
         if stage == 0:  # the video follows stage 0's first env; resetting the other stages leaves it alone
             self.frames = [] if record_video else None
-        self._capture(observations[0], stage)
+        self._capture(observations[0], stage, 0.0, False)
         return batch_observations(observations)
 
     def step(self, stage: int, actions: np.ndarray) -> dict[str, Any]:
@@ -88,41 +92,41 @@ class EnvWorker:
         envs = self.stages[stage]
         rewards = np.zeros(len(envs), np.float32)
         done = record.done.copy()
+        first_success = False
         for index, env in enumerate(envs):
             if done[index]:
                 continue
             obs, reward, terminated, truncated, info = env.step(actions[index])
             self.last_obs[stage][index] = obs
             rewards[index] = reward
-            record.returns[index] += reward
-            record.lengths[index] += 1
-            record.success_now[index] = bool(info["success"])
-            record.success_once[index] |= bool(info["success"])
             done[index] = terminated or truncated
+            if done[index]:
+                record.episodes[index] = info["episode"]
+            if index == 0:
+                first_success = bool(info["success"])
         record.rewards.append(rewards)
         record.dones.append(done)
-        self._capture(self.last_obs[stage][0], stage)
+        if not record.dones[-2][0]:
+            self._capture(self.last_obs[stage][0], stage, float(rewards[0]), first_success)
         return batch_observations(self.last_obs[stage])
 
-    def _capture(self, observation: dict[str, Any], stage: int) -> None:
+    def _capture(self, observation: dict[str, Any], stage: int, reward: float, success: bool) -> None:
         if self.frames is not None and stage == 0 and "main_images" in observation:
-            self.frames.append(np.asarray(observation["main_images"]))
+            self.frames.append((np.asarray(observation["main_images"]), reward, success))
 
     def results(self, stage: int) -> dict[str, Any]:
         """Rewards ``[T, n]``, dones ``[T + 1, n]`` and per-episode statistics of ``stage``."""
         record = self.records[stage]
-        return {
-            "rewards": np.stack(record.rewards),
-            "dones": np.stack(record.dones),
-            "success_once": record.success_once.copy(),
-            "success_at_end": record.success_now.copy(),
-            "return": record.returns.copy(),
-            "episode_len": record.lengths.copy(),
-            "tasks": list(record.tasks),
-        }
+        episodes = [episode if episode is not None else env.get_wrapper_attr("episode_so_far")()
+                    for env, episode in zip(self.stages[stage], record.episodes)]
+        statistics = {name: np.array([episode[name] for episode in episodes]) for name in EPISODE_STATISTICS}
+        return {"rewards": np.stack(record.rewards), "dones": np.stack(record.dones), **statistics,
+                "tasks": list(record.tasks)}
 
-    def take_video(self, path: str, fps: int = 10) -> str | None:
-        """Write the frames of stage 0's first env since the last reset as an mp4."""
+    def take_video(self, path: str, fps: int = 10, info: bool = True) -> str | None:
+        """Write the frames of stage 0's first env since the last reset as an mp4, captioned with the
+        instruction and step, and with ``info`` the step's reward and whether success holds (RLinf's
+        ``info_on_video``)."""
         if not self.frames:
             return None
         import imageio.v2 as imageio
@@ -130,7 +134,11 @@ class EnvWorker:
         from vlarl_envs.wrappers.record_video import caption_frame
 
         instruction = str(self.last_obs[0][0].get("task_description", ""))
-        frames = [caption_frame(frame, [instruction[:40], f"step {i}"]) for i, frame in enumerate(self.frames)]
+        frames = []
+        for step, (image, reward, success) in enumerate(self.frames):
+            status = f"step {step}" + (f"  reward {reward:+.2f}  {'success' if success else ''}" if info else "")
+            frames.append(caption_frame(image, [instruction[:40], status.rstrip()]))
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         partial = f"{path}.partial.mp4"
         imageio.mimwrite(partial, frames, fps=fps, macro_block_size=16)
         os.replace(partial, path)
