@@ -26,7 +26,8 @@ import torch
 import vlarl_envs  # noqa: F401  (registers the vlarl env ids)
 import vlarl_policies
 from vlarl_envs.metaworld.registration import METAWORLD_DENSE_REWARD_MAX
-from vlarl_trainer.rl.workers.env_worker import batch_observations as observation_batch
+from vlarl_envs.vector import stack_observations
+from vlarl_trainer.rl.workers.env_worker import policy_inputs
 
 ENV_ID = "vlarl/MetaWorld-MT10-v3"
 
@@ -73,8 +74,8 @@ def episode_ends(policy, task: str, episode_ids, samples: int, image_size: int =
             last_reward = np.zeros(samples + 1)
             for _ in range(horizon // chunk):
                 with torch.no_grad():
-                    steady = policy.act(observation_batch(observations[:1]), deterministic=True).actions
-                    noisy = policy.act(observation_batch(observations[1:]), generator=generator).actions
+                    steady = policy.act(policy_inputs(stack_observations(observations[:1])), deterministic=True).actions
+                    noisy = policy.act(policy_inputs(stack_observations(observations[1:])), generator=generator).actions
                 for index, (env, actions) in enumerate(zip(envs, torch.cat([steady, noisy]).numpy(), strict=True)):
                     observations[index], _, _, _, info = env.step(actions)
                     success[index] |= bool(info["success"])

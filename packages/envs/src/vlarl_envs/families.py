@@ -9,9 +9,11 @@ once what a collector, a trainer or an evaluator needs to know about them:
 - ``expert``: the scripted expert of a task, or None (what vlarl-collect records);
 - ``group``: the group an evaluation episode is reported in besides its task and split
   (MetaWorld's difficulty, PutOnPlate's variation), or None;
-- ``make_vec``: N envs of one id as a gymnasium ``VectorEnv``: batched in one process where the
-  simulator batches (ManiSkill's GPU simulation, GSEnv's one-call splat render), subprocesses
-  otherwise;
+- ``make_vec``: N envs of one id as a gymnasium ``VectorEnv`` (SAME_STEP autoreset): batched in one
+  process where the simulator batches (ManiSkill's GPU simulation, GSEnv's one-call splat render),
+  subprocesses otherwise;
+- ``make_episode_vec``: N envs of one id as an ``EpisodeVectorEnv`` (one episode per env and reset,
+  per-env reset options), what the trainer's env workers step;
 - ``robot_type`` and ``feature_names``: what a LeRobot dataset calls the robot, states and actions.
 
 Adding a family is one module that builds its ``EnvFamily`` and one ``register_family`` call in
@@ -53,6 +55,9 @@ class EnvFamily:
     """``make_vec(env_id, num_envs, **gym_make_kwargs)``."""
     batched: bool
     """Whether ``make_vec`` can simulate all its envs in one process rather than one per subprocess."""
+    make_episode_vec: Callable[..., Any] | None = None
+    """``make_episode_vec(env_id, num_envs, **gym_make_kwargs)``; None: single envs in one process
+    (``vlarl_envs.vector.make_episode_vec``)."""
     expert: Callable[[str], Expert | None] = lambda task: None
     group: Callable[[str, str, int], str | None] = lambda task, split, episode_id: None
     robot_type: str = "unknown"
@@ -60,6 +65,12 @@ class EnvFamily:
 
     def owns(self, env_id: str) -> bool:
         return bare_id(env_id).startswith(self.id_prefix)
+
+    def episode_vec(self, env_id: str, num_envs: int, **env_kwargs: Any):
+        """The family's ``EpisodeVectorEnv`` of ``num_envs`` envs of ``env_id``."""
+        from vlarl_envs.vector import make_episode_vec
+
+        return (self.make_episode_vec or make_episode_vec)(env_id, num_envs, **env_kwargs)
 
     def make_expert(self, task: str) -> Expert:
         """The task's scripted expert; a ValueError when the family has none for it."""

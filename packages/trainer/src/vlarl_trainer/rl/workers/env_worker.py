@@ -1,7 +1,8 @@
 """Env worker: ``pipeline_stage_num`` shards of environments, stepped on request.
 
-Training rollouts run without autoreset: every env plays one episode per rollout epoch from
-an episode id the driver chooses; an env whose episode ended is no longer stepped (its last
+Each shard is the env family's ``EpisodeVectorEnv`` (``vlarl_envs.family_of(env_id).episode_vec``):
+training rollouts run without autoreset, every env plays one episode per rollout epoch from an
+episode id the driver chooses, and an env whose episode ended is no longer stepped (its last
 observation is repeated and its later steps are masked out of the loss). An episode's statistics
 are the env's own (``info["episode"]`` of the contract's EpisodeStatistics wrapper, or its
 ``episode_so_far`` for an episode the rollout's length cut short); the worker computes none.
@@ -12,36 +13,27 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 POLICY_KEYS = ("main_images", "wrist_images", "states", "task_description")
 """Observation keys the policy reads; privileged_state stays in the env worker."""
 
-
-def batch_observations(observations: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack single-env observations: arrays gain a leading axis, instructions become a list."""
-    batch: dict[str, Any] = {}
-    for key in POLICY_KEYS:
-        if key not in observations[0]:
-            continue
-        values = [obs[key] for obs in observations]
-        batch[key] = list(values) if key == "task_description" else np.stack(values)
-    return batch
-
-
 EPISODE_STATISTICS = ("success_once", "success_at_end", "return", "episode_len", "reward")
 """The keys of ``info["episode"]`` the worker reports per env."""
 
 
-class StageRecord:
-    """What one shard's episodes produced, step by step, and each finished episode's statistics."""
+def policy_inputs(batch: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a batched observation that the policy reads."""
+    return {key: batch[key] for key in POLICY_KEYS if key in batch}
 
-    def __init__(self, num_envs: int) -> None:
+
+class StageRecord:
+    """What one shard's episodes produced, step by step."""
+
+    def __init__(self, num_envs: int, tasks: list[str]) -> None:
         self.rewards: list[np.ndarray] = []
         self.dones: list[np.ndarray] = [np.zeros(num_envs, bool)]
-        self.episodes: list[dict[str, Any] | None] = [None] * num_envs
-        self.tasks: list[str] = [""] * num_envs
+        self.tasks = tasks
 
     @property
     def done(self) -> np.ndarray:
@@ -49,19 +41,19 @@ class StageRecord:
 
 
 class EnvWorker:
-    """Holds ``stage_num`` lists of ``envs_per_stage`` single envs built with gym.make."""
+    """Holds ``stage_num`` episode vector envs of ``envs_per_stage`` envs each."""
 
     def __init__(
         self, env_id: str, env_kwargs: dict[str, Any], action_chunk: int, envs_per_stage: int, stage_num: int
     ) -> None:
-        import vlarl_envs  # noqa: F401  (registers the ids in this process)
+        from vlarl_envs import family_of
 
-        self.stages = [
-            [gym.make(env_id, action_chunk=action_chunk, **env_kwargs) for _ in range(envs_per_stage)]
-            for _ in range(stage_num)
-        ]
+        family = family_of(env_id)
+        self.stages = [family.episode_vec(env_id, envs_per_stage, action_chunk=action_chunk, **env_kwargs)
+                       for _ in range(stage_num)]
         self.records: list[StageRecord | None] = [None] * stage_num
-        self.last_obs: list[list[dict[str, Any]]] = [[] for _ in range(stage_num)]
+        self.instruction = ""
+        """The instruction of stage 0's first env, which videos follow."""
         self.frames: list[tuple[np.ndarray, float, bool]] | None = None
         """Stage 0's first env while a video records: each image with the reward and success that came with it."""
 
@@ -70,55 +62,36 @@ class EnvWorker:
 
     def reset(self, stage: int, options: list[dict[str, Any]], record_video: bool = False) -> dict[str, Any]:
         """Start one episode per env of ``stage`` with the given reset options."""
-        envs = self.stages[stage]
-        if len(options) != len(envs):
-            raise ValueError(f"stage {stage} has {len(envs)} envs, got {len(options)} reset options")
-        record = StageRecord(len(envs))
-        observations = []
-        for index, (env, env_options) in enumerate(zip(envs, options)):
-            obs, info = env.reset(options=env_options)
-            observations.append(obs)
-            record.tasks[index] = str(info.get("task", ""))
-        self.records[stage] = record
-        self.last_obs[stage] = observations
+        vec = self.stages[stage]
+        if len(options) != vec.num_envs:
+            raise ValueError(f"stage {stage} has {vec.num_envs} envs, got {len(options)} reset options")
+        batch, infos = vec.reset(options)
+        self.records[stage] = StageRecord(vec.num_envs, [str(info.get("task", "")) for info in infos])
         if stage == 0:  # the video follows stage 0's first env; resetting the other stages leaves it alone
             self.frames = [] if record_video else None
-        self._capture(observations[0], stage, 0.0, False)
-        return batch_observations(observations)
+            self.instruction = str(batch["task_description"][0])
+        self._capture(batch, stage, 0.0, False)
+        return policy_inputs(batch)
 
     def step(self, stage: int, actions: np.ndarray) -> dict[str, Any]:
         """Run one chunk of actions ``[n, C, A]`` on the envs of ``stage`` still in their episode."""
         record = self.records[stage]
-        envs = self.stages[stage]
-        rewards = np.zeros(len(envs), np.float32)
-        done = record.done.copy()
-        first_success = False
-        for index, env in enumerate(envs):
-            if done[index]:
-                continue
-            obs, reward, terminated, truncated, info = env.step(actions[index])
-            self.last_obs[stage][index] = obs
-            rewards[index] = reward
-            done[index] = terminated or truncated
-            if done[index]:
-                record.episodes[index] = info["episode"]
-            if index == 0:
-                first_success = bool(info["success"])
+        first_was_running = not record.done[0]
+        batch, rewards, done, infos = self.stages[stage].step(actions)
         record.rewards.append(rewards)
         record.dones.append(done)
-        if not record.dones[-2][0]:
-            self._capture(self.last_obs[stage][0], stage, float(rewards[0]), first_success)
-        return batch_observations(self.last_obs[stage])
+        if first_was_running:
+            self._capture(batch, stage, float(rewards[0]), bool(infos[0].get("success", False)))
+        return policy_inputs(batch)
 
-    def _capture(self, observation: dict[str, Any], stage: int, reward: float, success: bool) -> None:
-        if self.frames is not None and stage == 0 and "main_images" in observation:
-            self.frames.append((np.asarray(observation["main_images"]), reward, success))
+    def _capture(self, batch: dict[str, Any], stage: int, reward: float, success: bool) -> None:
+        if self.frames is not None and stage == 0 and "main_images" in batch:
+            self.frames.append((np.asarray(batch["main_images"][0]), reward, success))
 
     def results(self, stage: int) -> dict[str, Any]:
         """Rewards ``[T, n]``, dones ``[T + 1, n]`` and per-episode statistics of ``stage``."""
         record = self.records[stage]
-        episodes = [episode if episode is not None else env.get_wrapper_attr("episode_so_far")()
-                    for env, episode in zip(self.stages[stage], record.episodes)]
+        episodes = self.stages[stage].episode_statistics()
         statistics = {name: np.array([episode[name] for episode in episodes]) for name in EPISODE_STATISTICS}
         return {"rewards": np.stack(record.rewards), "dones": np.stack(record.dones), **statistics,
                 "tasks": list(record.tasks)}
@@ -133,11 +106,10 @@ class EnvWorker:
 
         from vlarl_envs.wrappers.record_video import caption_frame
 
-        instruction = str(self.last_obs[0][0].get("task_description", ""))
         frames = []
         for step, (image, reward, success) in enumerate(self.frames):
             status = f"step {step}" + (f"  reward {reward:+.2f}  {'success' if success else ''}" if info else "")
-            frames.append(caption_frame(image, [instruction[:40], status.rstrip()]))
+            frames.append(caption_frame(image, [self.instruction[:40], status.rstrip()]))
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         partial = f"{path}.partial.mp4"
         imageio.mimwrite(partial, frames, fps=fps, macro_block_size=16)
@@ -146,6 +118,5 @@ class EnvWorker:
         return path
 
     def close(self) -> None:
-        for envs in self.stages:
-            for env in envs:
-                env.close()
+        for vec in self.stages:
+            vec.close()
