@@ -88,10 +88,13 @@ def validate_action(env_id: str, action: Any, space: spaces.Box) -> np.ndarray:
         )
     if array.shape != space.shape:
         raise ValueError(f"{env_id}: expected an action of shape {space.shape}, got shape {array.shape}")
-    # One Python float sum is NaN/inf exactly when an entry is (short of 1e308-sized entries),
-    # and on an action's few entries costs a fraction of numpy's reductions on the per-step hot path.
-    if not math.isfinite(sum(array.ravel().tolist())):
+    # An action has a few entries: Python floats check them faster than numpy reductions on the
+    # per-step hot path. Their sum is NaN/inf exactly when an entry is (short of 1e308-sized entries).
+    values = array.ravel().tolist()
+    if not math.isfinite(sum(values)):
         raise ValueError(f"{env_id}: expected a finite action, got {array.tolist()}")
+    if array.dtype == np.float32 and -1.0 <= min(values) and max(values) <= 1.0:
+        return array
     return np.minimum(np.maximum(array, space.low, dtype=np.float32), space.high)
 
 

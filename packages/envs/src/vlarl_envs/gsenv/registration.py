@@ -6,7 +6,7 @@ import os
 
 import gymnasium as gym
 
-from vlarl_envs.stack import wrap_contract
+from vlarl_envs.stack import CONTRACT_SPEC, wrap_contract
 
 GSENV_ID = "vlarl/GSEnv-PutCubeOnPlate-v0"
 
@@ -42,4 +42,5 @@ def register_gsenv() -> None:
         entry_point="vlarl_envs.gsenv.registration:make_gsenv",
         vector_entry_point="vlarl_envs.gsenv.vector:make_gsenv_vec",
         kwargs={"env_id": GSENV_ID},
+        **CONTRACT_SPEC,
     )

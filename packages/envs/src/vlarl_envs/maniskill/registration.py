@@ -7,7 +7,7 @@ import os
 import gymnasium as gym
 
 from vlarl_envs.maniskill.tasks import MANISKILL_TASKS
-from vlarl_envs.stack import wrap_contract
+from vlarl_envs.stack import CONTRACT_SPEC, wrap_contract
 
 
 def make_maniskill_env(
@@ -45,4 +45,5 @@ def register_maniskill() -> None:
             entry_point="vlarl_envs.maniskill.registration:make_maniskill_env",
             vector_entry_point="vlarl_envs.maniskill.vector:make_maniskill_vec",
             kwargs={"task": task.name, "env_id": task.env_id},
+            **CONTRACT_SPEC,
         )

@@ -7,7 +7,7 @@ import os
 import gymnasium as gym
 
 from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
-from vlarl_envs.stack import wrap_contract
+from vlarl_envs.stack import CONTRACT_SPEC, wrap_contract
 
 METAWORLD_TASKS = tuple(METAWORLD_INSTRUCTIONS.sentences)
 """The 50 v3 task names (``reach-v3``, ...); a test checks them against MetaWorld's own list."""
@@ -73,7 +73,7 @@ def register_metaworld() -> None:
     entry_point = "vlarl_envs.metaworld.registration:make_metaworld_env"
     for task in METAWORLD_TASKS:
         env_id = f"vlarl/MetaWorld-{task}"
-        gym.register(id=env_id, entry_point=entry_point, kwargs={"task": task, "env_id": env_id})
+        gym.register(id=env_id, entry_point=entry_point, kwargs={"task": task, "env_id": env_id}, **CONTRACT_SPEC)
     for suite in METAWORLD_SUITES:
         env_id = f"vlarl/MetaWorld-{suite}-v3"
-        gym.register(id=env_id, entry_point=entry_point, kwargs={"suite": suite, "env_id": env_id})
+        gym.register(id=env_id, entry_point=entry_point, kwargs={"suite": suite, "env_id": env_id}, **CONTRACT_SPEC)
