@@ -140,3 +140,13 @@ def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
     text = capsys.readouterr().out
     assert text.startswith("vlarl-train [recipe=<name>]")
     assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: demo, full" in text
+
+
+def test_without_a_recipe_every_component_runs_once_on_device_zero():
+    from vlarl_trainer.rl.placement import parse_component_placement
+
+    placed = parse_component_placement(load_config([], need_recipe=False).cluster.component_placement)
+    assert placed == {"env": [(0,)], "rollout": [(0,)], "actor": [(0,)]}
+    spread = load_config(["recipe=maniskill_ppo_openvla"]).cluster.component_placement
+    assert {component: len(processes) for component, processes in parse_component_placement(spread).items()} == {
+        "env": 4, "rollout": 4, "actor": 8}

@@ -126,9 +126,10 @@ class ClusterConfig:
     """None starts Ray embedded in this process; 'auto' or 'host:port' joins a `ray start` cluster."""
     num_cpus: int | None = None
     """CPUs of the embedded Ray (None: all)."""
-    component_placement: dict[str, Any] = field(default_factory=dict)
-    """Devices of env, rollout and actor processes, e.g. {"env,rollout,actor": 0} (every recipe sets it:
-    dict defaults would merge with, not give way to, a recipe's placement)."""
+    component_placement: dict[str, Any] = field(default_factory=lambda: {"env,rollout,actor": 0})
+    """Devices of env, rollout and actor processes (rl.placement): by default one process of each on device
+    0. A recipe's keys merge into this mapping, and a key naming fewer components wins, so a recipe's
+    ``{env: 0-3, rollout: 4-7, actor: 0-7}`` replaces the default whole."""
 
 
 @dataclass
