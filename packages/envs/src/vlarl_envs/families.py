@@ -34,6 +34,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from vlarl_envs.instructions import InstructionSet
+from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec
 
 Expert = Callable[[Mapping[str, Any]], np.ndarray]
 """obs -> action in [-1, 1]; built fresh for every episode, so it may keep state."""
@@ -55,9 +56,8 @@ class EnvFamily:
     """``make_vec(env_id, num_envs, **gym_make_kwargs)``."""
     batched: bool
     """Whether ``make_vec`` can simulate all its envs in one process rather than one per subprocess."""
-    make_episode_vec: Callable[..., Any] | None = None
-    """``make_episode_vec(env_id, num_envs, **gym_make_kwargs)``; None: single envs in one process
-    (``vlarl_envs.vector.make_episode_vec``)."""
+    make_episode_vec: Callable[..., EpisodeVectorEnv] = make_episode_vec
+    """``make_episode_vec(env_id, num_envs, **gym_make_kwargs)``; by default single envs in one process."""
     expert: Callable[[str], Expert | None] = lambda task: None
     group: Callable[[str, str, int], str | None] = lambda task, split, episode_id: None
     robot_type: str = "unknown"
@@ -65,12 +65,6 @@ class EnvFamily:
 
     def owns(self, env_id: str) -> bool:
         return bare_id(env_id).startswith(self.id_prefix)
-
-    def episode_vec(self, env_id: str, num_envs: int, **env_kwargs: Any):
-        """The family's ``EpisodeVectorEnv`` of ``num_envs`` envs of ``env_id``."""
-        from vlarl_envs.vector import make_episode_vec
-
-        return (self.make_episode_vec or make_episode_vec)(env_id, num_envs, **env_kwargs)
 
     def make_expert(self, task: str) -> Expert:
         """The task's scripted expert; a ValueError when the family has none for it."""
@@ -104,13 +98,6 @@ def family_of(env_id: str) -> EnvFamily:
             return family
     raise ValueError(f"env id {env_id!r} belongs to no vlarl env family; expected an id starting with one of "
                      f"{sorted(family.id_prefix for family in FAMILIES.values())}")
-
-
-def subprocess_vec(env_id: str, num_envs: int, **env_kwargs: Any) -> VectorEnv:
-    """One subprocess per env: the vector env of families whose simulator steps one env per process."""
-    from vlarl_envs.vector import make_vec
-
-    return make_vec(env_id, num_envs, **env_kwargs)
 
 
 def entry_point_vec(env_id: str, num_envs: int, **env_kwargs: Any) -> VectorEnv:

@@ -265,14 +265,19 @@ the schema: keywords for ``gym.make`` and ``vlarl_policies.make`` (which reject 
 ``collect.task_episodes={reach-v3: 5}`` naming a task."""
 
 
+def schema() -> Any:
+    """The dataclass tree as an OmegaConf node, its ``OPEN_MAPPINGS`` open to new keys."""
+    node = OmegaConf.structured(VlarlConfig)
+    for key in OPEN_MAPPINGS:
+        OmegaConf.set_struct(OmegaConf.select(node, key), False)
+    return node
+
+
 def store_schema() -> None:
-    """Register the dataclass tree as ``vlarl_schema``, the first entry of conf/config.yaml's defaults."""
+    """Register the schema as ``vlarl_schema``, the first entry of conf/config.yaml's defaults."""
     from hydra.core.config_store import ConfigStore
 
-    schema = OmegaConf.structured(VlarlConfig)
-    for key in OPEN_MAPPINGS:
-        OmegaConf.set_struct(OmegaConf.select(schema, key), False)
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=schema)
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=schema())
 
 
 def check_choices(overrides: list[str], need_recipe: bool) -> None:
@@ -312,8 +317,7 @@ def load_config(overrides: list[str], need_recipe: bool = True) -> VlarlConfig:
 
 def config_from_dict(saved: Any, overrides: list[str] = ()) -> VlarlConfig:
     """A saved resolved tree (a run's config.yaml, a job's job.json) with ``key=value`` overrides on top."""
-    schema = OmegaConf.structured(VlarlConfig)
-    return OmegaConf.to_object(OmegaConf.merge(schema, saved, OmegaConf.from_dotlist(list(overrides))))
+    return OmegaConf.to_object(OmegaConf.merge(schema(), saved, OmegaConf.from_dotlist(list(overrides))))
 
 
 def config_from_yaml(path: Path, overrides: list[str] = ()) -> VlarlConfig:

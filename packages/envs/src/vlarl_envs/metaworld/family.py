@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from vlarl_envs.families import EnvFamily, registered_kwargs, subprocess_vec
+from vlarl_envs.families import EnvFamily, registered_kwargs
 from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
 from vlarl_envs.metaworld.tasks import difficulty_of
+from vlarl_envs.vector import make_vec
 
 
 def metaworld_tasks(env_id: str) -> tuple[str, ...]:
@@ -34,7 +35,7 @@ METAWORLD_FAMILY = EnvFamily(
     tasks=metaworld_tasks,
     splits=metaworld_splits,
     instructions=lambda env_id: METAWORLD_INSTRUCTIONS,
-    make_vec=subprocess_vec,
+    make_vec=make_vec,
     batched=False,
     expert=metaworld_expert,
     group=lambda task, split, episode_id: difficulty_of(task),

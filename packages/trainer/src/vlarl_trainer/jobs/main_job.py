@@ -96,8 +96,8 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
                 resumed_from: int | None = None) -> dict[str, Any]:
     """What results.json holds: the settings (the recipe, job size, seed and the user's overrides, so that a
     record names every number its run changed, and the whole tree), success per task and split and per
-    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation) before and after RL, the SFT loss at its first and last log, timings, paths, and the RL step a resumed job
-    continued from."""
+    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation) before and after RL, the SFT
+    loss at its first and last log, timings, paths, and the RL step a resumed job continued from."""
     rows = [{"split": split, "task": task, "before": before["table"].get((split, task)), "after": rate}
             for (split, task), rate in sorted(after["table"].items())]
     groups = [{"split": split, "group": group, "before": before.get("groups", {}).get((split, group)), "after": rate}

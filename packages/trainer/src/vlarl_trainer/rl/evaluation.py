@@ -53,10 +53,11 @@ def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
     unknown = [split for split in config.eval.splits if split not in splits]
     if unknown:
         raise ValueError(f"eval.splits: {config.env.id} has no split(s) {unknown}; expected any of {list(splits)}")
+    tasks = env_tasks(config)
     return [{"episode_id": episode_id, "split": split, "task": task}
             for split in config.eval.splits
             for episode_id in range(config.eval.episodes_per_task)
-            for task in env_tasks(config)]
+            for task in tasks]
 
 
 def evaluate(
@@ -106,6 +107,17 @@ def evaluate(
     return {"metrics": metrics, "table": table, "groups": groups, "videos": videos, "episodes": per_episode}
 
 
+def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video_dir: Path | None = None
+                    ) -> dict[str, Any]:
+    """``evaluate`` on what ``eval.*`` asks for: its episodes of the evaluation env (``evaluation_env``),
+    that env family's groups, the run's seed and video captions."""
+    from vlarl_envs import family_of
+
+    scored = evaluation_env(config)
+    return evaluate(shards, evaluation_options(scored), chunk_steps, config.runner.seed, video_dir,
+                    family_of(scored.env.id).group, config.runner.video_info)
+
+
 def success_by(episodes: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
     """Mean ``success_once`` per (split, ``episode[key]``)."""
     grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -122,8 +134,6 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
 
     import ray
 
-    from vlarl_envs import family_of
-
     from vlarl_trainer.rl.cluster import start_ray
     from vlarl_trainer.rl.rollout import start_inference_workers, worker_bundles
     from vlarl_trainer.rl.validation import validate
@@ -137,8 +147,7 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
     shards = None
     try:
         shards = start_inference_workers(config, layout, str(policy_dir), worker_bundles(layout))
-        report = evaluate(shards, evaluation_options(config), layout.chunk_steps, config.runner.seed, video_dir,
-                          family_of(config.env.id).group, config.runner.video_info)
+        report = evaluate_config(config, shards, layout.chunk_steps, video_dir)
     finally:
         if shards is not None:
             shards.env.kill()

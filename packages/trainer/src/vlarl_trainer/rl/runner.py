@@ -13,14 +13,13 @@ from typing import Any
 import numpy as np
 import ray
 import torch
-from vlarl_envs import family_of
 
 from vlarl_trainer.rl import checkpoint as checkpoints
 from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.rl.cluster import WorkerGroup, free_port, start_ray
-from vlarl_trainer.rl.evaluation import env_tasks, evaluate, evaluation_env, evaluation_options, logged_evaluation
+from vlarl_trainer.rl.evaluation import env_tasks, evaluate_config, evaluation_env, logged_evaluation
 from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
 from vlarl_trainer.rl.validation import Layout, validate, validate_evaluation_env
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
@@ -107,7 +106,7 @@ class Trainer:
         self.shards = start_inference_workers(config, layout, policy_path, bundles)
         self.env, self.rollout = self.shards.env, self.shards.rollout
         self.eval_shards = self.shards
-        if evaluation_env(config) is not config:
+        if self.eval_layout is not layout:
             # Another env to score on: env workers of their own, acting through the same rollout workers.
             eval_env = start_env_workers(evaluation_env(config), self.eval_layout, bundles)
             self.eval_shards = Shards(eval_env, self.rollout, config.rollout.pipeline_stage_num,
@@ -216,9 +215,7 @@ class Trainer:
         start = time.perf_counter()
         self._sync_weights(step)
         video_dir = self.video_dir / f"eval_step_{step}" if config.eval.video else None
-        scored = evaluation_env(config)
-        report = evaluate(self.eval_shards, evaluation_options(config), self.eval_layout.chunk_steps,
-                          config.runner.seed, video_dir, family_of(scored.env.id).group, config.runner.video_info)
+        report = evaluate_config(config, self.eval_shards, self.eval_layout.chunk_steps, video_dir)
         report["metrics"]["time/eval"] = time.perf_counter() - start
         logger.log(step, report["metrics"])
         return report

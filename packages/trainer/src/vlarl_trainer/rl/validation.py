@@ -190,8 +190,9 @@ def validate(config: VlarlConfig, training: bool = True) -> Layout:
 
 
 def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
-    """The layout of the env evaluations play (``eval.env_id``/``eval.env_kwargs``, else the training env's):
-    its actions and states must have the training env's sizes, since one policy acts in both."""
+    """The layout of the env evaluations play (``eval.env_id``/``eval.env_kwargs``): ``layout`` itself when
+    they play the training env. Its actions and states must have the training env's sizes, since one
+    policy acts in both."""
     from vlarl_trainer.rl.evaluation import evaluation_env
 
     scored = evaluation_env(config)
