@@ -65,6 +65,21 @@ def test_tasks_splits_and_experts_per_id():
     assert len(metaworld.tasks("vlarl/MetaWorld-ML45-test-v3")) == 5 and not metaworld.batched
 
 
+def test_a_metaworld_suite_id_plays_the_subset_its_tasks_keyword_names():
+    family = family_of("vlarl/MetaWorld-MT10-v3")
+    subset = ["window-close-v3", "door-open-v3"]
+    assert family.tasks("vlarl/MetaWorld-MT10-v3", {"tasks": subset}) == tuple(subset)
+    assert family.tasks("vlarl/MetaWorld-MT10-v3", {"image_size": 64}) == family.tasks("vlarl/MetaWorld-MT10-v3")
+    with pytest.raises(ValueError, match=r"tasks must be distinct tasks of MT10.*unknown: \['hammer-v3'\]"):
+        family.tasks("vlarl/MetaWorld-MT10-v3", {"tasks": ["reach-v3", "hammer-v3"]})
+    with pytest.raises(ValueError, match="repeated names"):
+        family.tasks("vlarl/MetaWorld-MT10-v3", {"tasks": ["reach-v3", "reach-v3"]})
+    with pytest.raises(ValueError, match="non-empty list of task names, got 'reach-v3'"):
+        family.tasks("vlarl/MetaWorld-MT10-v3", {"tasks": "reach-v3"})
+    with pytest.raises(ValueError, match="is the single task 'reach-v3'"):
+        family.tasks("vlarl/MetaWorld-reach-v3", {"tasks": subset})
+
+
 def test_an_unknown_id_or_an_overlapping_family_is_refused():
     with pytest.raises(ValueError, match="'CartPole-v1' belongs to no vlarl env family"):
         family_of("CartPole-v1")

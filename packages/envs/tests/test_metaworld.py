@@ -86,6 +86,16 @@ def test_make_in_fresh_interpreter_without_import():
     assert "reach the goal position" in result.stdout
 
 
+def test_a_task_subset_draws_and_accepts_only_its_tasks():
+    subset = ["drawer-close-v3", "button-press-topdown-v3"]
+    env = gym.make("vlarl/MetaWorld-MT10-v3", tasks=subset, image_size=32)
+    drawn = {env.reset(options={"episode_id": episode_id})[1]["task"] for episode_id in range(12)}
+    assert drawn == set(subset)
+    with pytest.raises(ValueError, match="reach-v3"):
+        env.reset(options={"task": "reach-v3"})
+    env.close()
+
+
 def test_same_episode_id_gives_identical_initial_observations():
     env = gym.make("vlarl/MetaWorld-pick-place-v3", image_size=32)
     assert "main_images" in env.reset(options={"episode_id": 0})[0]

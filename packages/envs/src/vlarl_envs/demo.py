@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--image-size", type=int, default=128)
     args = parser.parse_args(argv)
     run_dir = fresh_run_dir(args.out)
-    print(f"| task | instruction | success |\n|---|---|---|")
+    print("| task | instruction | success |\n|---|---|---|")
 
     for task in args.tasks:
         successes = run_task(task, args.episodes, run_dir, args.image_size)

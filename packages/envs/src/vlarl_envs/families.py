@@ -3,7 +3,8 @@
 A family (MetaWorld, ManiSkill, GSEnv, ...) owns the ids that start with its prefix and declares
 once what a collector, a trainer or an evaluator needs to know about them:
 
-- ``tasks``: the tasks an id holds, without building a simulator;
+- ``tasks``: the tasks an id holds with the given ``gym.make`` keywords (MetaWorld's suite ids take
+  ``tasks=[...]``, a subset of the suite), without building a simulator;
 - ``splits``: the ``options["split"]`` values an id accepts, training's first;
 - ``instructions``: an id's instruction set (canonical sentences and held-out paraphrases);
 - ``expert``: the scripted expert of a task, or None (what vlarl-collect records);
@@ -49,7 +50,8 @@ class EnvFamily:
     """Every id of the family starts with it, e.g. ``vlarl/MetaWorld-``."""
     extra: str
     """The pip extra that installs its simulator: ``pip install 'vlarl-envs[<extra>]'``."""
-    tasks: Callable[[str], tuple[str, ...]]
+    tasks: Callable[..., tuple[str, ...]]
+    """``tasks(env_id, env_kwargs=None)``."""
     splits: Callable[[str], tuple[str, ...]]
     instructions: Callable[[str], InstructionSet]
     make_vec: Callable[..., VectorEnv]

@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from vlarl_envs.gsenv.capture import MANIFEST, CaptureSettings, write_capture
-from vlarl_envs.splats.gaussians import Gaussians
 from vlarl_envs.splats.surface import ColouredMesh, surface_gaussians
 
 ASSET_FORMAT = 1

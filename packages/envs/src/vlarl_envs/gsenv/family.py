@@ -21,7 +21,7 @@ GSENV_FAMILY = EnvFamily(
     name="GSEnv",
     id_prefix="vlarl/GSEnv-",
     extra="gsenv",
-    tasks=lambda env_id: (TASK_NAME,),
+    tasks=lambda env_id, env_kwargs=None: (TASK_NAME,),
     splits=lambda env_id: tuple(SPLIT_STREAMS),
     instructions=lambda env_id: GSENV_INSTRUCTIONS,
     make_vec=entry_point_vec,

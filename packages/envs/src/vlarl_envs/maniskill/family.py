@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from vlarl_envs.families import EnvFamily, entry_point_vec, registered_kwargs
 from vlarl_envs.instructions import InstructionSet
 from vlarl_envs.maniskill.instructions import MANISKILL_INSTRUCTIONS
@@ -16,7 +19,8 @@ PANDA_FEATURE_NAMES = {
 """The splits of ManiSkill's own tasks (``maniskill.episodes.SeededEpisodes``)."""
 
 
-def maniskill_task(env_id: str) -> tuple[str, ...]:
+def maniskill_task(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """A ManiSkill id holds one task; its keywords do not change which."""
     return (registered_kwargs(env_id)["task"],)
 
 

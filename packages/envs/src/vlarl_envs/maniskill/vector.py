@@ -229,8 +229,6 @@ class ManiSkillBatchedEnv(VectorEnv):
 
     def _autoreset(self, finished, observation, final_observation, final_success, info):
         """Reset the finished sub-envs in place; record their last observation and info."""
-        import torch
-
         env_idx = finished.nonzero().flatten()
         mask = finished.cpu().numpy()
         final_obs = np.full(self.num_envs, None, dtype=object)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from vlarl_envs.families import EnvFamily, registered_kwargs
 from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
 from vlarl_envs.metaworld.tasks import difficulty_of
 from vlarl_envs.vector import make_vec
 
 
-def metaworld_tasks(env_id: str) -> tuple[str, ...]:
-    """One task for ``vlarl/MetaWorld-<task>``, the suite's for ``vlarl/MetaWorld-<suite>-v3``."""
-    from vlarl_envs.metaworld.registration import suite_tasks
+def metaworld_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """One task for ``vlarl/MetaWorld-<task>``, the suite's for ``vlarl/MetaWorld-<suite>-v3``, or the
+    subset ``env_kwargs["tasks"]`` of the suite's."""
+    from vlarl_envs.metaworld.registration import chosen_tasks
 
-    kwargs = registered_kwargs(env_id)
-    return (kwargs["task"],) if kwargs.get("task") else tuple(suite_tasks(kwargs["suite"]))
+    kwargs = {**registered_kwargs(env_id), **(env_kwargs or {})}
+    return chosen_tasks(env_id, kwargs.get("task"), kwargs.get("suite"), kwargs.get("tasks"))
 
 
 def metaworld_splits(env_id: str) -> tuple[str, ...]:

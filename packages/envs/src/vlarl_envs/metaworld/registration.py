@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import gymnasium as gym
 
@@ -34,9 +35,36 @@ def suite_tasks(suite: str) -> tuple[str, ...]:
     return by_suite[suite]
 
 
+def chosen_tasks(env_id: str, task: str | None, suite: str | None, tasks: Sequence[str] | None) -> tuple[str, ...]:
+    """The tasks an id plays: its one task, its suite's, or ``tasks``, a subset of the suite's in the given order.
+
+    A subset keeps the suite's id (and so its family, experts and difficulty groups) while training
+    and evaluating on fewer tasks, e.g. the four MT10 tasks the demo trains on.
+    """
+    if (task is None) == (suite is None):
+        raise ValueError(f"{env_id}: give exactly one of task or suite, got task={task!r}, suite={suite!r}")
+    if task is not None:
+        if tasks is not None:
+            raise ValueError(f"{env_id} is the single task {task!r}; tasks={list(tasks)!r} applies to suite ids "
+                             f"such as vlarl/MetaWorld-MT10-v3")
+        return (task,)
+    available = suite_tasks(suite)
+    if tasks is None:
+        return tuple(available)
+    if isinstance(tasks, str) or not tasks:
+        raise ValueError(f"{env_id}: tasks must be a non-empty list of task names, got {tasks!r}")
+    unknown = [name for name in tasks if name not in available]
+    if unknown or len(set(tasks)) != len(tasks):
+        raise ValueError(f"{env_id}: tasks must be distinct tasks of {suite}, got {list(tasks)}; "
+                         f"{'unknown: ' + str(unknown) if unknown else 'repeated names'}; expected a subset of "
+                         f"{list(available)}")
+    return tuple(tasks)
+
+
 def make_metaworld_env(
     task: str | None = None,
     suite: str | None = None,
+    tasks: Sequence[str] | None = None,
     env_id: str = "vlarl/MetaWorld",
     reward_mode: str = "sparse",
     action_chunk: int | None = None,
@@ -48,6 +76,7 @@ def make_metaworld_env(
     Args:
         task: one task name (``reach-v3``), or None with ``suite``.
         suite: "MT10", "MT50", "ML45-train" or "ML45-test".
+        tasks: with ``suite``, the subset of its tasks to play (default: all of them).
         env_id: the registered id, for error messages.
         reward_mode, action_chunk, video_dir: see ``vlarl_envs.stack.wrap_contract``.
         **env_kwargs: ``MetaWorldEnv`` arguments (obs_mode, image_size, fast_render,
@@ -55,10 +84,7 @@ def make_metaworld_env(
     """
     from vlarl_envs.metaworld.env import MetaWorldEnv
 
-    if (task is None) == (suite is None):
-        raise ValueError(f"{env_id}: give exactly one of task or suite, got task={task!r}, suite={suite!r}")
-    tasks = (task,) if task is not None else suite_tasks(suite)
-    env = MetaWorldEnv(tasks=tasks, env_id=env_id, **env_kwargs)
+    env = MetaWorldEnv(tasks=chosen_tasks(env_id, task, suite, tasks), env_id=env_id, **env_kwargs)
     return wrap_contract(
         env,
         reward_mode=reward_mode,
