@@ -13,7 +13,9 @@ from vlarl_policies.pi0 import Pi0Config, Pi05Config
 
 @pytest.mark.parametrize(
     ("name", "config"),
-    [("pi0", {"noise_method": "flow_noise"}), ("pi05", {"noise_method": "flow_noise"}), ("pi0", {"lora_rank": 2})],
+    [("pi0", {"noise_method": "flow_noise"}), ("pi05", {"noise_method": "flow_noise"}), ("pi0", {"lora_rank": 2}),
+     ("openvla", {"top_k": 7}), ("openvla_oft", {"use_proprio": True, "value_type": "action_level"}),
+     ("openvla_oft", {"lora_rank": 2, "action_chunk": 2})],
 )
 def test_save_then_load_gives_identical_actions(make_tiny, make_obs, tmp_path, name, config):
     policy = make_tiny(name, **config)
@@ -26,12 +28,12 @@ def test_save_then_load_gives_identical_actions(make_tiny, make_obs, tmp_path, n
     ]
     loaded = vlarl_policies.from_pretrained(tmp_path / "ckpt")
     assert type(loaded) is type(policy) and not loaded.training
-    assert loaded.config == policy.config
+    assert loaded.config == policy.config and loaded.tokenizer.vocab_size == policy.tokenizer.vocab_size
     again = loaded.act(obs, generator=torch.Generator().manual_seed(7))
-    assert torch.equal(again.actions, expected.actions)
-    assert torch.equal(again.logprobs, expected.logprobs)
-    assert torch.equal(again.forward_inputs["tokens"], expected.forward_inputs["tokens"])
-    assert torch.equal(again.forward_inputs["states"], expected.forward_inputs["states"])
+    for key in ("actions", "logprobs", "values"):
+        assert torch.equal(getattr(again, key), getattr(expected, key))
+    for key, value in expected.forward_inputs.items():
+        assert torch.equal(again.forward_inputs[key], value)
 
 
 def test_config_json_carries_the_type_tag(make_tiny, tmp_path):
@@ -76,7 +78,8 @@ def test_loading_mismatched_weights_lists_the_keys(make_tiny, tmp_path):
 
 
 def test_unknown_names_presets_and_fields_raise(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown policy 'pi1'; registered policies: \['pi0', 'pi05'\]"):
+    with pytest.raises(ValueError,
+                       match=r"unknown policy 'pi1'; registered policies: \['openvla', 'openvla_oft', 'pi0', 'pi05'\]"):
         vlarl_policies.make("pi1")
     with pytest.raises(ValueError, match=r"unknown preset 'huge'.*available presets: \['base', 'tiny'\]"):
         vlarl_policies.make("pi0", preset="huge")

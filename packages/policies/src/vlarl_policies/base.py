@@ -15,7 +15,8 @@ import shutil
 import typing
 import uuid
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -28,6 +29,8 @@ from vlarl_policies.tokenizer import PromptTokenizer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+# A model with random weights trains its own small tokenizer; a published vocabulary is larger.
+MAX_TRAINED_VOCAB = 1024
 
 ConfigT = TypeVar("ConfigT", bound="PolicyConfig")
 PolicyT = TypeVar("PolicyT", bound="VLAPolicy")
@@ -120,6 +123,16 @@ class VLAPolicy(nn.Module):
         super().__init__()
         self.config = config
         self.tokenizer = tokenizer
+        self.value_head: nn.Module | None = None
+        """The critic, when the policy has one; ``parameter_groups`` gives it its own learning rate."""
+        self._action_queue: deque[Tensor] = deque()
+
+    @classmethod
+    def build_tokenizer(cls, config: PolicyConfig, corpus: Sequence[str]) -> PromptTokenizer:
+        """The tokenizer ``make`` trains for a model with random weights: a byte-level BPE on ``corpus``
+        (instruction-like text) with at most the model's ``vocab_size`` tokens, capped at ``MAX_TRAINED_VOCAB``.
+        Policies whose vocabulary has a fixed layout (OpenVLA's action bins) override it."""
+        return PromptTokenizer.train(corpus, min(config.vocab_size, MAX_TRAINED_VOCAB))
 
     @property
     def device(self) -> torch.device:
@@ -146,6 +159,33 @@ class VLAPolicy(nn.Module):
     def forward(self, batch: Mapping[str, Any]) -> tuple[Tensor, dict[str, float]]:
         """LeRobot-style ``forward``: the supervised loss and its metrics."""
         return self.sft_loss(batch)
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Trainable parameters split into ``policy`` and ``value_head`` (which RL trains with its own lr)."""
+        value_ids = {id(p) for p in self.value_head.parameters()} if self.value_head is not None else set()
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        return {
+            "policy": [p for p in trainable if id(p) not in value_ids],
+            "value_head": [p for p in trainable if id(p) in value_ids],
+        }
+
+    # LeRobot-style deployment: a chunk at a time, served one action per env step.
+
+    @torch.no_grad()
+    def predict_action_chunk(self, obs_batch: Mapping[str, Any]) -> Tensor:
+        """The deterministic chunk [B, C, A]: the actions of ``act(obs_batch, deterministic=True)``."""
+        return self.act(obs_batch, deterministic=True).actions
+
+    @torch.no_grad()
+    def select_action(self, obs_batch: Mapping[str, Any]) -> Tensor:
+        """One action [B, A] at a time, predicting a new chunk whenever the queue runs empty."""
+        if not self._action_queue:
+            self._action_queue.extend(self.predict_action_chunk(obs_batch).unbind(dim=1))
+        return self._action_queue.popleft()
+
+    def reset(self) -> None:
+        """Forget queued actions; call on environment reset."""
+        self._action_queue.clear()
 
     def save_pretrained(self, directory: str | Path, overwrite: bool = False) -> Path:
         """Write config.json, model.safetensors and the tokenizer files to ``directory``.

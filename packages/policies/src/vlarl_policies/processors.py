@@ -33,6 +33,19 @@ def as_tensor(value: Any, key: str) -> Tensor:
     raise ValueError(f"obs_batch[{key!r}] must be a numpy array or torch tensor, got {type(value).__name__}")
 
 
+def demonstration_actions(batch: Mapping[str, Any], batch_size: int, horizon: int, action_dim: int) -> Tensor:
+    """An SFT batch's ``actions``: float [B, H, A] of the expected sizes, as float32; anything else raises
+    ValueError naming the shape expected and the one that came."""
+    if "actions" not in batch:
+        raise ValueError(f"an SFT batch needs 'actions' [B, H, A]; it has keys {sorted(batch)}")
+    actions = as_tensor(batch["actions"], "actions")
+    expected = (batch_size, horizon, action_dim)
+    if not actions.is_floating_point() or tuple(actions.shape) != expected:
+        raise ValueError(f"batch['actions'] must be float [B, H, A] = {list(expected)}, "
+                         f"got {actions.dtype} {list(actions.shape)}")
+    return actions.float()
+
+
 def check_images(images: Tensor, key: str, batch_size: int) -> None:
     """Images must be uint8 [B, H, W, 3] with the batch size of the other keys."""
     if images.dtype != torch.uint8:

@@ -18,9 +18,9 @@ from vlarl_policies.tokenizer import PromptTokenizer, instruction_corpus
 POLICIES: dict[str, str] = {
     "pi0": "vlarl_policies.pi0.modeling_pi0:Pi0Policy",
     "pi05": "vlarl_policies.pi0.modeling_pi0:Pi05Policy",
+    "openvla": "vlarl_policies.openvla.modeling_openvla:OpenVLAPolicy",
+    "openvla_oft": "vlarl_policies.openvla.modeling_openvla_oft:OpenVLAOFTPolicy",
 }
-# A model with random weights trains its own small tokenizer; a published vocabulary is larger.
-MAX_TRAINED_VOCAB = 1024
 
 
 def available_policies() -> list[str]:
@@ -54,14 +54,13 @@ def make(
 ) -> VLAPolicy:
     """A policy with random weights: the ``preset`` sizes (``base`` = published, ``tiny``) plus ``config``.
 
-    Without ``tokenizer`` a byte-level BPE is trained on an instruction corpus plus
-    ``tokenizer_corpus`` (pass the env's task descriptions). ``device`` allocates the weights there
-    directly, which matters for the published size.
+    Without ``tokenizer`` the policy class trains one (``build_tokenizer``, a byte-level BPE) on an
+    instruction corpus plus ``tokenizer_corpus`` (pass the env's task descriptions). ``device``
+    allocates the weights there directly, which matters for the published size.
     """
     cls, policy_config = preset_config(name, preset, **config)
     if tokenizer is None:
-        vocab_size = min(policy_config.vocab_size, MAX_TRAINED_VOCAB)
-        tokenizer = PromptTokenizer.train(instruction_corpus(tokenizer_corpus), vocab_size)
+        tokenizer = cls.build_tokenizer(policy_config, instruction_corpus(tokenizer_corpus))
     with torch.device(device or "cpu"):
         return cls(policy_config, tokenizer)
 

@@ -2,9 +2,9 @@
 
 Nothing is downloaded at run time. Tiny policies train a small BPE on instruction-like text (the
 built-in corpus below plus any strings the caller adds) and save it as ``tokenizer.json`` next to
-the weights; a published checkpoint brings its own ``tokenizer.json`` (PaliGemma's, in Hugging
-Face ``tokenizers`` format). Byte-level BPE never produces an unknown token, so any instruction
-encodes, only less compactly when its words were not in the corpus.
+the weights; a published checkpoint brings its own ``tokenizer.json`` (PaliGemma's or Llama 2's,
+in Hugging Face ``tokenizers`` format). Byte-level BPE never produces an unknown token, so any
+instruction encodes, only less compactly when its words were not in the corpus.
 """
 
 from __future__ import annotations
@@ -67,45 +67,71 @@ class PromptTokenizer:
         return token_id
 
     @classmethod
-    def train(cls, corpus: Iterable[str], vocab_size: int) -> PromptTokenizer:
-        """Train a byte-level BPE with at most ``vocab_size`` tokens (PAD is id 0, BOS id 1)."""
-        if vocab_size < 260:
-            raise ValueError(f"vocab_size must be at least 260 (256 bytes + specials), got {vocab_size}")
+    def train(cls, corpus: Iterable[str], vocab_size: int, tail_tokens: Sequence[str] = ()) -> PromptTokenizer:
+        """Train a byte-level BPE with at most ``vocab_size`` tokens (PAD is id 0, BOS id 1).
+
+        ``tail_tokens`` take exactly the last ids, ``vocab_size - len(tail_tokens)`` up to ``vocab_size``:
+        the BPE learns at most the ids below, and ``<unused_i>`` tokens fill the ids it leaves free, so a
+        model can address the tail (OpenVLA's action bins) by id whatever the corpus taught the BPE.
+        """
+        text_vocab_size = vocab_size - len(tail_tokens)
+        if text_vocab_size < 260:
+            raise ValueError(
+                f"vocab_size must leave at least 260 ids (256 bytes + specials) besides {len(tail_tokens)} tail "
+                f"tokens, got {vocab_size}"
+            )
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size,
+            vocab_size=text_vocab_size,
             special_tokens=[PAD_TOKEN, BOS_TOKEN],
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
         tokenizer.train_from_iterator(list(corpus), trainer=trainer)
+        if tail_tokens:
+            unused = [f"<unused_{index}>" for index in range(text_vocab_size - tokenizer.get_vocab_size())]
+            tokenizer.add_special_tokens(unused + list(tail_tokens))
         return cls(tokenizer)
 
     @property
     def vocab_size(self) -> int:
         return self._tokenizer.get_vocab_size(with_added_tokens=True)
 
-    def encode_batch(self, texts: Sequence[str], max_len: int) -> tuple[Tensor, Tensor]:
-        """BOS + tokens of each text, right-padded to ``max_len`` (longer texts are truncated with a warning).
+    def encode_batch(self, texts: Sequence[str], max_len: int, padding_side: str = "right") -> tuple[Tensor, Tensor]:
+        """BOS + tokens of each text, padded to ``max_len`` (longer texts are truncated with a warning).
+
+        ``padding_side="right"`` puts the padding after the text and truncates its end. ``"left"`` keeps
+        BOS in column 0, puts the padding between BOS and the text and truncates the text's start, so
+        every prompt ends in the last column: what a decoder that continues the prompt needs.
 
         Returns ids int64 [B, max_len] and mask bool [B, max_len] (True on real tokens).
         """
+        if padding_side not in ("right", "left"):
+            raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         ids = torch.full((len(encodings), max_len), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(encodings), max_len), dtype=torch.bool)
         for row, encoding in enumerate(encodings):
-            tokens = [self.bos_id] + encoding.ids
-            if len(tokens) > max_len:
+            text_ids = encoding.ids
+            if len(text_ids) + 1 > max_len:
                 warnings.warn(
-                    f"prompt of {len(tokens)} tokens truncated to max_token_len={max_len}: {texts[row]!r}; "
+                    f"prompt of {len(text_ids) + 1} tokens truncated to max_token_len={max_len}: {texts[row]!r}; "
                     "raise max_token_len in the policy config",
                     stacklevel=2,
                 )
-                tokens = tokens[:max_len]
-            ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-            mask[row, : len(tokens)] = True
+                keep = max_len - 1
+                text_ids = text_ids[:keep] if padding_side == "right" else text_ids[len(text_ids) - keep:]
+            if padding_side == "right":
+                columns = slice(0, len(text_ids) + 1)
+                tokens = [self.bos_id] + text_ids
+            else:
+                ids[row, 0], mask[row, 0] = self.bos_id, True
+                columns = slice(max_len - len(text_ids), max_len)
+                tokens = text_ids
+            ids[row, columns] = torch.tensor(tokens, dtype=torch.long)
+            mask[row, columns] = True
         return ids, mask
 
     def decode(self, ids: Sequence[int]) -> str:

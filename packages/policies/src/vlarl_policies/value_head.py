@@ -19,11 +19,14 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: type[nn.Mo
 
 
 class ValueHead(nn.Module):
-    """ReLU MLP from a pooled feature [B, in_dim] to a value [B] (last layer with a bias, as in RLinf)."""
+    """ReLU MLP from a pooled feature [B, in_dim] to a value [B], or [B, num_values] for one value per
+    chunk step (last layer with a bias, as in RLinf)."""
 
-    def __init__(self, in_dim: int, hidden: Sequence[int]) -> None:
+    def __init__(self, in_dim: int, hidden: Sequence[int], num_values: int = 1) -> None:
         super().__init__()
-        self.mlp = mlp(in_dim, hidden, 1, nn.ReLU)
+        self.num_values = num_values
+        self.mlp = mlp(in_dim, hidden, num_values, nn.ReLU)
 
     def forward(self, features: Tensor) -> Tensor:
-        return self.mlp(features).squeeze(-1)
+        values = self.mlp(features)
+        return values.squeeze(-1) if self.num_values == 1 else values

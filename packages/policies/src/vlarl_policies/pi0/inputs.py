@@ -27,6 +27,7 @@ from vlarl_policies.processors import (
     build_prompts,
     check_states,
     check_task_descriptions,
+    demonstration_actions,
     discretize_state,
     normalize_images,
     stack_cameras,
@@ -85,14 +86,8 @@ class ObservationEncoder(nn.Module):
     def target_actions(self, batch: Mapping[str, Any], batch_size: int) -> Tensor:
         """Demonstration ``actions`` float [B, H, A] -> float32 [B, H, max_action_dim] (zero-padded)."""
         config = self.config
-        if "actions" not in batch:
-            raise ValueError(f"an SFT batch needs 'actions' [B, H, A]; it has keys {sorted(batch)}")
-        actions = as_tensor(batch["actions"], "actions")
-        expected = (batch_size, config.action_horizon, config.action_dim)
-        if not actions.is_floating_point() or tuple(actions.shape) != expected:
-            raise ValueError(f"batch['actions'] must be float [B, H, A] = {list(expected)}, "
-                             f"got {actions.dtype} {list(actions.shape)}")
-        return F.pad(actions.float(), (0, config.max_action_dim - config.action_dim))
+        return F.pad(demonstration_actions(batch, batch_size, config.action_horizon, config.action_dim),
+                     (0, config.max_action_dim - config.action_dim))
 
 
 def check_forward_inputs(forward_inputs: Mapping[str, Tensor], config: Pi0Config) -> None:

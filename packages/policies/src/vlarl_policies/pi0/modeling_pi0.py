@@ -17,7 +17,6 @@ The whole chain x_{t_0..t_K} [B, K + 1, H, D] and the stochastic step indices ar
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -78,7 +77,6 @@ class Pi0Policy(VLAPolicy):
         if config.lora_rank > 0:
             apply_lora(self.vlm, config.lora_rank, config.lora_alpha)
         self.register_buffer("time_grid", flow.time_grid(config.num_steps), persistent=False)
-        self._action_queue: deque[Tensor] = deque()
 
     # ----------------------------------------------------------------- model pieces
 
@@ -296,33 +294,6 @@ class Pi0Policy(VLAPolicy):
         loss = squared_error.mean()
         metrics = {"sft/loss": loss.detach(), "sft/loss_env_dims": squared_error[..., : config.action_dim].mean().detach()}
         return loss, metrics
-
-    # ----------------------------------------------------------------- deployment helpers
-
-    @torch.no_grad()
-    def predict_action_chunk(self, obs_batch: Mapping[str, Any]) -> Tensor:
-        """The deterministic chunk [B, C, A] (zero initial noise, Euler steps)."""
-        return self.act(obs_batch, deterministic=True).actions
-
-    @torch.no_grad()
-    def select_action(self, obs_batch: Mapping[str, Any]) -> Tensor:
-        """One action [B, A] at a time, predicting a new chunk whenever the queue runs empty."""
-        if not self._action_queue:
-            self._action_queue.extend(self.predict_action_chunk(obs_batch).unbind(dim=1))
-        return self._action_queue.popleft()
-
-    def reset(self) -> None:
-        """Forget queued actions; call on environment reset."""
-        self._action_queue.clear()
-
-    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        """Trainable parameters split into ``policy`` and ``value_head`` (which RL trains with its own lr)."""
-        value_ids = {id(p) for p in self.value_head.parameters()} if self.value_head is not None else set()
-        trainable = [p for p in self.parameters() if p.requires_grad]
-        return {
-            "policy": [p for p in trainable if id(p) not in value_ids],
-            "value_head": [p for p in trainable if id(p) in value_ids],
-        }
 
 
 class Pi05Policy(Pi0Policy):
