@@ -1,4 +1,5 @@
-"""Time act / evaluate of the pi0 and pi0.5 policies and count their parameters; prints Markdown tables.
+"""Time act / evaluate of every policy (pi0, pi0.5, OpenVLA, OpenVLA-OFT) and count their parameters; prints
+Markdown tables.
 
     uv run --locked python benchmarks/policy_speed.py --threads 1            # tiny, CPU
     uv run --locked python benchmarks/policy_speed.py --threads 1 2 --batch 100 --policies pi0   # the trainer's
@@ -10,7 +11,9 @@ actor calls it, and ``evaluate + backward`` adds the backward pass of a PPO-styl
 medians over ``--repeats`` calls after ``--warmup`` calls, as wall-clock and as process CPU time. Parameter counts build each preset on
 the meta device, so the published size costs no memory. With several ``--threads`` values every policy
 is timed at each in turn, in one process, and the last table gives each value's wall-clock speed-up
-over the first.
+over the first. A per-sample table divides each policy's wall-clock times by the batch, side by side
+in the same run: OpenVLA decodes C * A tokens one by one (C = 1 as published), OpenVLA-OFT a chunk
+of C = 8 in one pass, pi0 a chunk of its ``action_chunk`` by flow matching.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import vlarl_policies
 from vlarl_policies.registry import preset_config
 from vlarl_policies.tokenizer import PromptTokenizer
 
-POLICIES = ("pi0", "pi05")
+POLICIES = ("pi0", "pi05", "openvla", "openvla_oft")
 INSTRUCTION = "pick up the red cube and put it on the plate"
 
 
@@ -108,6 +111,18 @@ def print_speedups(results: dict, policies: list[str], threads: list[int]) -> No
             print(f"| {name} | {count} | " + " | ".join(f"{ratio:.2f}x" for ratio in ratios) + " |")
 
 
+def print_per_sample(results: dict, args: argparse.Namespace) -> None:
+    """Wall-clock milliseconds per sample of the batch, and each policy's time over the first policy's."""
+    print(f"\n| policy | threads | act per sample (ms) | evaluate + backward per sample (ms) | "
+          f"act / {args.policies[0]}'s | evaluate + backward / {args.policies[0]}'s |")
+    print("|---|---|---|---|---|---|")
+    for (name, threads), result in results.items():
+        base = results[(args.policies[0], threads)]
+        act, train = result["act"][0], result["evaluate_backward"][0]
+        print(f"| {name} {args.preset} | {threads} | {1000 * act / args.batch:.2f} | {1000 * train / args.batch:.2f} | "
+              f"{act / base['act'][0]:.2f}x | {train / base['evaluate_backward'][0]:.2f}x |")
+
+
 def cell(seconds: tuple[float, float]) -> str:
     return f"{1000 * seconds[0]:.1f} / {1000 * seconds[1]:.1f}"
 
@@ -142,6 +157,7 @@ def main() -> None:
             print(row, flush=True)
     if len(args.threads) > 1:
         print_speedups(results, args.policies, args.threads)
+    print_per_sample(results, args)
 
     print("\n| policy | tiny parameters | published (base) parameters |")
     print("|---|---|---|")
