@@ -33,9 +33,12 @@ test:
 test-fast:
 	$(UV) run --locked pytest -m "not gpu and not slow and not sim" $(PYTEST_ARGS)
 
-# The main job at demo size: demonstrations, SFT, then RL with success before and after (12-15 min on 2 idle cores).
+# The main job at demo size on four MetaWorld tasks: demonstrations, SFT, then RL, with held-out success
+# before and after, a learning curve, TensorBoard logs and videos under demo_output/ (about 12 min on
+# 2 idle cores). `make demo DEMO_ARGS="runner.seed=1"` passes config overrides.
+DEMO_ARGS ?=
 demo:
-	$(UV) run --locked vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=demo runner.output_dir=demo_output
+	$(UV) run --locked vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=demo runner.output_dir=demo_output $(DEMO_ARGS)
 
 # The scripted experts on four tasks, one captioned mp4 per episode.
 demo-experts:

@@ -7,12 +7,17 @@ import pytest
 from vlarl_trainer.config import available_recipes, load_config
 from vlarl_trainer.rl.validation import validate
 
-CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise", "metaworld_10_grpo_openpi_tiny"]
+CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise", "metaworld_10_grpo_openpi_tiny",
+               "metaworld_10_ppo_openvlaoft_tiny", "metaworld_10_grpo_openvlaoft_tiny"]
+MANISKILL_CPU_RECIPES = ["maniskill_ppo_openvla_tiny", "maniskill_grpo_openvla_tiny", "maniskill_ppo_openvlaoft_tiny",
+                         "maniskill_grpo_openvlaoft_tiny"]
+PUBLISHED_SIZE_RECIPES = ["metaworld_50_ppo_openpi", "libero_10_ppo_openpi", "gsenv_ppo_openpi_pi05",
+                          "maniskill_ppo_openvla", "maniskill_grpo_openvla", "maniskill_ppo_openvlaoft",
+                          "maniskill_grpo_openvlaoft", "metaworld_50_grpo_openvlaoft"]
 
 
 def test_seed_recipes_ship():
-    assert set(CPU_RECIPES) | {"metaworld_50_ppo_openpi", "libero_10_ppo_openpi", "maniskill_ppo_openvla",
-                               "maniskill_grpo_openvla", "gsenv_ppo_openpi_pi05"} <= set(available_recipes())
+    assert set(CPU_RECIPES) | set(MANISKILL_CPU_RECIPES) | set(PUBLISHED_SIZE_RECIPES) <= set(available_recipes())
 
 
 @pytest.mark.parametrize("recipe", CPU_RECIPES)
@@ -21,6 +26,29 @@ def test_cpu_recipes_validate(recipe):
     layout = validate(config)
     assert layout.action_dim == 4 and layout.state_dim == 4
     assert layout.chunk_steps == config.env.max_steps // config.env.action_chunk
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("recipe", MANISKILL_CPU_RECIPES)
+def test_maniskill_cpu_recipes_validate(recipe):
+    from vlarl_envs.testing import require_simulator
+
+    require_simulator("mani_skill")
+    config = load_config([f"recipe={recipe}"])
+    layout = validate(config)
+    assert (layout.action_dim, layout.state_dim) == (7, 8) and config.policy.preset == "tiny"
+    assert layout.chunk_steps == config.env.max_steps // config.env.action_chunk
+
+
+@pytest.mark.parametrize("recipe", ["maniskill_ppo_openvlaoft", "maniskill_grpo_openvlaoft", "metaworld_50_grpo_openvlaoft"])
+def test_published_openvla_recipes_make_their_policy_config(recipe):
+    from vlarl_policies.registry import preset_config
+
+    config = load_config([f"recipe={recipe}"])
+    _, policy = preset_config(config.policy.name, config.policy.preset,
+                              **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
+    assert policy.lora_rank == 32 and policy.llm_depth == 32 and config.algorithm.logprob_level == "token"
+    assert (policy.action_chunk, config.algorithm.clip_high) == (config.env.action_chunk, 0.28)
 
 
 def test_variant_recipe_inherits_and_overrides():
@@ -37,8 +65,16 @@ def test_missing_env_family_says_so():
 
 
 def test_missing_policy_says_so():
-    config = load_config(["recipe=maniskill_ppo_openvla", "policy.preset=tiny"])
-    with pytest.raises(ValueError, match="policy.name 'openvla' is not available"):
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", "policy.name=octo"])
+    with pytest.raises(ValueError, match=r"policy.name 'octo' is not available .*available: \['openvla', "
+                                         r"'openvla_oft', 'pi0', 'pi05'\]"):
+        validate(config)
+
+
+def test_settings_of_another_policy_are_refused_before_ray():
+    config = load_config(["recipe=metaworld_10_ppo_openvlaoft_tiny", "policy.kwargs.noise_level=0.5"])
+    with pytest.raises(ValueError, match=r"policy.kwargs=.* does not make a 'openvla_oft' policy: unknown "
+                                         r"OpenVLAOFTConfig field\(s\) \['noise_level'\]"):
         validate(config)
 
 

@@ -80,3 +80,20 @@ def test_an_evaluation_env_of_other_sizes_is_refused():
     with pytest.raises(ValueError, match="eval.env_id vlarl/ManiSkill-PickCube-v1 has action_dim=7, state_dim=8; "
                                          "the policy trains on vlarl/MetaWorld-MT10-v3 with action_dim=4, state_dim=4"):
         validate_evaluation_env(config, validate(config))
+
+
+def test_a_task_subset_is_what_training_evaluation_and_collection_play():
+    from vlarl_trainer.data.collector import collected_tasks
+
+    subset = ["door-open-v3", "window-close-v3"]
+    config = mt10("env.num_envs=20", "actor.global_batch_size=200", f"+env.kwargs.tasks=[{','.join(subset)}]",
+                  "eval.episodes_per_task=3")
+    for step in range(3):
+        assert Counter(entry["task"] for entry in training_options(config, step, 0)) == {task: 10 for task in subset}
+    assert Counter(entry["task"] for entry in evaluation_options(config)) == {task: 3 for task in subset}
+    assert collected_tasks(config) == subset
+    assert collected_tasks(mt10(f"+env.kwargs.tasks=[{','.join(subset)}]", "collect.tasks=[window-close-v3]")) == [
+        "window-close-v3"]
+    assert len(collected_tasks(mt10())) == 10
+    with pytest.raises(ValueError, match=r"collect.tasks names task\(s\) \['reach-v3'\] that vlarl/MetaWorld-MT10-v3"):
+        collected_tasks(mt10(f"+env.kwargs.tasks=[{','.join(subset)}]", "collect.tasks=[reach-v3]"))

@@ -1,5 +1,5 @@
-"""vlarl-main-job: the job sizes, the stage configs it derives, its results and table, a whole tiny run;
-and scripts/plot_learning_curve.py on synthetic metrics."""
+"""vlarl-main-job: the job sizes, the stage configs it derives, its results, table and learning curve, a
+whole tiny run; and scripts/plot_learning_curve.py on synthetic metrics."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from vlarl_trainer.jobs.main_job import (
     summary_text,
     write_json,
 )
+from vlarl_trainer.plots import job_learning_curve, read_curve
 from vlarl_trainer.rl.validation import validate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,10 +52,18 @@ def test_job_sizes_grow_from_demo_to_full():
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
     assert demo.sft.steps <= full.sft.steps == 1200
     assert demo.runner.max_steps < full.runner.max_steps == 100
-    assert demo.eval.episodes_per_task < full.eval.episodes_per_task
+    assert demo.eval.episodes_per_task == full.eval.episodes_per_task == 10
     assert describe_collection(full) == "1 per task, 5 of reach-v3, 5 of push-v3, 5 of pick-place-v3"
     # Sizes only: the recipe's RL settings stay unless the size says otherwise.
-    assert full.actor == load_config([RECIPE]).actor and full.recipe == "metaworld_10_ppo_openpi_tiny"
+    for size in (demo, full):
+        assert size.actor == load_config([RECIPE]).actor and size.recipe == "metaworld_10_ppo_openpi_tiny"
+    # The demo plays four MT10 tasks, 40 held-out episodes, each task in 15 of its 60 envs.
+    assert "tasks" not in full.env.kwargs
+    assert demo.env.kwargs["tasks"] == ["door-open-v3", "drawer-open-v3", "window-close-v3", "button-press-topdown-v3"]
+    assert demo.env.num_envs % len(demo.env.kwargs["tasks"]) == 0
+    assert describe_collection(demo) == "1 per task"
+    assert rl_stage_start(demo, Path("job")).env.kwargs == {**load_config([RECIPE]).env.kwargs,
+                                                            "tasks": demo.env.kwargs["tasks"]}
 
 
 @pytest.mark.sim
@@ -79,8 +88,8 @@ def test_stage_configs_share_the_tree_and_wire_the_stages(tmp_path):
     assert (sft.runner.output_dir, sft.runner.name, sft.dataset) == (str(tmp_path), "sft", str(tmp_path / "demos"))
     assert sft.sft.evaluate is False
     # RL starts from the SFT checkpoint and evaluates before it trains, whatever the user says.
-    assert rl.policy.pretrained == str(sft_checkpoint(config, tmp_path)) == str(tmp_path / "sft/checkpoints/step_1200")
-    assert rl.eval.at_start is True and rl.actor.lr == 5e-5 and rl.runner.max_steps == 30
+    assert rl.policy.pretrained == str(sft_checkpoint(config, tmp_path)) == str(tmp_path / "sft/checkpoints/step_600")
+    assert rl.eval.at_start is True and rl.actor.lr == 5e-5 and rl.runner.max_steps == 12
     assert (rl.runner.output_dir, rl.runner.name) == (str(tmp_path), "rl")
     assert config_from_dict(json.loads(json.dumps(to_dict(config)))) == config
 
@@ -92,7 +101,8 @@ def test_results_json_and_the_final_table(tmp_path):
     before["groups"], after["groups"] = {("test", "easy"): 0.0, ("test", "hard"): 0.2}, {("test", "easy"): 0.2,
                                                                                         ("test", "hard"): 0.6}
     paths = {"tensorboard": {"sft": "j/sft/tensorboard", "rl": "j/rl/tensorboard"}, "videos": "j/rl/videos",
-             "video_files": ["j/rl/videos/eval_step_0/round_000.mp4"], "results": str(tmp_path / "results.json")}
+             "video_files": ["j/rl/videos/eval_step_0/round_000.mp4"], "learning_curve": "j/learning_curve.png",
+             "results": str(tmp_path / "results.json")}
     results = job_results(config, ["actor.lr=5e-5"], before, after, {"first": 1.2, "final": 0.3}, {"sft": 10.0},
                           paths)
     write_json(tmp_path / "results.json", results)
@@ -114,6 +124,7 @@ def test_results_json_and_the_final_table(tmp_path):
     assert "| test | group hard | 0.20 | 0.60 |" in text
     assert "| all | mean | 0.10 | 0.40 |" in text
     assert "tensorboard (rl): j/rl/tensorboard" in text and "videos: j/rl/videos (1 files)" in text
+    assert "learning curve: j/learning_curve.png" in text
 
 
 def test_logged_evaluation_reads_back_what_evaluate_logs(tmp_path):
@@ -239,13 +250,18 @@ def tiny_job(tmp_path, *overrides: str):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_whole_job_runs_and_never_overwrites(tmp_path):
+def test_whole_job_runs_and_never_overwrites(tmp_path, capfd):
     from vlarl_envs.testing import require_simulator
 
     require_simulator("metaworld")
     import vlarl_policies
 
-    results, summary = run_main_job(tiny_job(tmp_path), ["runner.seed=1"])
+    results, summary = run_main_job(tiny_job(tmp_path, "runner.progress=true"), ["runner.seed=1"])
+    # Every stage draws its bar with elapsed<remaining time: collection, SFT, RL and both evaluations.
+    bars = capfd.readouterr().err
+    for stage in ("collect: 100%", "sft: 100%", "rl: 100%", "eval: "):
+        assert stage in bars
+    assert "episode/s]" in bars and "<00:00" in bars
     job_dir = tmp_path / "job"
     saved = json.loads((job_dir / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))
@@ -265,6 +281,9 @@ def test_whole_job_runs_and_never_overwrites(tmp_path):
     assert paths["video_files"] and all(Path(video).stat().st_size > 0 for video in paths["video_files"])
     rl_metrics = [json.loads(line) for line in Path(paths["metrics"]["rl"]).read_text().splitlines()]
     assert any("env/success_once" in record for record in rl_metrics)
+    assert paths["learning_curve"] == str(job_dir / "learning_curve.png") and f"learning curve: {job_dir}" in summary
+    with Image.open(paths["learning_curve"]) as image:
+        assert image.format == "PNG"
 
     written = (job_dir / "results.json").read_bytes()
     with pytest.raises(FileExistsError, match="never overwrites"):
@@ -312,6 +331,21 @@ def test_plot_script_draws_every_seed_and_the_mean(tmp_path):
     assert dark_pixels(both) > dark_pixels(alone) + 1500
     with pytest.raises(ValueError, match="logs no 'env/return'"):
         plot_learning_curve.main([str(first), "--metric", "env/return", "--out", str(alone)])
+
+
+def test_job_learning_curve_draws_training_and_held_out_success(tmp_path):
+    metrics = write_metrics(tmp_path / "rl" / "metrics.jsonl", [0.1, 0.3, 0.5])
+    with metrics.open("a") as file:
+        file.write(json.dumps({"step": 3, "eval/success_once": 0.6}) + "\n")
+    out = job_learning_curve(metrics, tmp_path / "learning_curve.png", "demo, seed 0")
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.size == (840, 540)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["learning_curve.png", "rl"]  # no partial file left
+    assert read_curve(metrics, "eval/success_once") == {0: 0.1, 3: 0.6}
+    (tmp_path / "bare.jsonl").write_text(json.dumps({"step": 1, "env/success_once": 0.2}) + "\n")
+    with pytest.raises(ValueError, match="logs no 'eval/success_once'"):
+        job_learning_curve(tmp_path / "bare.jsonl", tmp_path / "bare.png")
+    assert not (tmp_path / "bare.png").exists()
 
 
 class StopAtSecondStep(RuntimeError):

@@ -100,6 +100,24 @@ def test_ppo_two_steps_logs_every_metric(tmp_path):
         make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny_flownoise", "runner.max_steps=2")
 
 
+@pytest.mark.parametrize("recipe, overrides", [
+    ("metaworld_10_ppo_openvlaoft_tiny", ()),
+    ("metaworld_10_grpo_openvlaoft_tiny", ("env.num_envs=4", "algorithm.group_size=2", "algorithm.score_range=null",
+                                           "actor.global_batch_size=8")),
+    ("maniskill_ppo_openvla_tiny", ("eval.splits=[test]", "rollout.pipeline_stage_num=1")),  # on SMALL's MetaWorld
+])
+def test_openvla_policies_train_and_score_like_pi0(tmp_path, recipe, overrides):
+    trainer = make_trainer(tmp_path, recipe, "runner.max_steps=2", "eval.at_start=true", *overrides)
+    results = run_and_close(trainer)
+    metrics = read_metrics(results["run_dir"])
+    for step in (1, 2):
+        for name in ("env/success_once", "train/actor/policy_loss", "train/actor/approx_kl", "train/actor/grad_norm"):
+            assert math.isfinite(metrics[step][name]), (step, name)
+    assert {"eval/success_once", "eval/test/success_once/reach-v3"} <= set(metrics[0]) & set(metrics[2])
+    saved = json.loads((trainer.run_dir / "checkpoints" / "step_2" / "policy" / "config.json").read_text())
+    assert saved["type"] == trainer.config.policy.name and saved["action_chunk"] == trainer.config.env.action_chunk
+
+
 def test_grpo_two_steps(tmp_path):
     trainer = make_trainer(tmp_path, "metaworld_10_grpo_openpi_tiny", "env.num_envs=4", "algorithm.group_size=2",
                            "algorithm.score_range=null", "actor.global_batch_size=8", "runner.max_steps=2")

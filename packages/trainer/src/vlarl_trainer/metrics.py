@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from vlarl_trainer.progress import progress_bar
+
 LOGGERS = ("tensorboard", "wandb")
 
 
@@ -38,7 +40,8 @@ def logged_seconds(metrics_path: Path) -> dict[int, float]:
 
 class MetricLogger:
     def __init__(self, run_dir: Path, backends: list[str], config: dict[str, Any], total_steps: int,
-                 start_step: int, progress: bool, wandb_project: str = "vlarl", wandb_name: str | None = None) -> None:
+                 start_step: int, progress: bool, wandb_project: str = "vlarl", wandb_name: str | None = None,
+                 stage: str = "rl") -> None:
         unknown = [b for b in backends if b not in LOGGERS]
         if unknown:
             raise ValueError(f"runner.logger: unknown backend(s) {unknown}; expected any of {list(LOGGERS)}")
@@ -55,11 +58,7 @@ class MetricLogger:
             os.environ.setdefault("WANDB_MODE", "offline")
             self.wandb = wandb.init(dir=str(run_dir), config=config, project=wandb_project,
                                     name=wandb_name or run_dir.name, resume="allow", id=run_dir.name)
-        self.progress = None
-        if progress:
-            from tqdm import tqdm
-
-            self.progress = tqdm(total=total_steps, initial=start_step, desc="train", unit="step", dynamic_ncols=True)
+        self.progress = progress_bar(total_steps, stage, "step", progress, initial=start_step)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: float(v) for k, v in metrics.items()}
@@ -73,10 +72,11 @@ class MetricLogger:
         if self.wandb is not None:
             self.wandb.log(clean, step=step)
 
-    def advance(self, summary: dict[str, float]) -> None:
-        if self.progress is not None:
+    def advance(self, summary: dict[str, float] | None = None) -> None:
+        """One step done; ``summary`` (e.g. the latest loss or success) shows beside the bar."""
+        if summary:
             self.progress.set_postfix({k.split("/")[-1]: f"{v:.3g}" for k, v in summary.items()}, refresh=False)
-            self.progress.update(1)
+        self.progress.update(1)
 
     def close(self) -> None:
         self.jsonl.close()
@@ -84,8 +84,7 @@ class MetricLogger:
             self.tensorboard.close()
         if self.wandb is not None:
             self.wandb.finish()
-        if self.progress is not None:
-            self.progress.close()
+        self.progress.close()
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 from vlarl_envs import EnvFamily, family_of
 
 from vlarl_trainer.data.writer import Episode, LeRobotDatasetWriter
+from vlarl_trainer.progress import progress_bar
 
 
 @dataclass
@@ -93,6 +94,7 @@ def collect_demonstrations(
     keep_failures: bool = False,
     max_attempts_per_task: int | None = None,
     task_episodes: Mapping[str, int] | None = None,
+    progress: bool = False,
     **env_kwargs: Any,
 ) -> CollectionSummary:
     """Record expert episodes of every task (default: all tasks of ``env_id``) into a new dataset.
@@ -109,6 +111,7 @@ def collect_demonstrations(
         max_attempts_per_task: episode ids tried per task; default 3 x the task's episode count + 5.
         task_episodes: episodes to keep for the named tasks instead of ``num_episodes_per_task``
             (e.g. more of a task that the policy learns nothing of from one demonstration).
+        progress: show a bar over the episodes to keep, with an ETA.
         **env_kwargs: further ``gym.make`` keywords (e.g. ``horizon``).
     """
     task_episodes = dict(task_episodes or {})
@@ -116,7 +119,7 @@ def collect_demonstrations(
         if not isinstance(count, int) or count <= 0:
             raise ValueError(f"episode counts must be positive integers, got {count!r} for {name}")
     family = family_of(env_id)
-    available = family.tasks(env_id)
+    available = family.tasks(env_id, env_kwargs)
     chosen = tuple(tasks) if tasks else available
     unknown = [task for task in chosen if task not in available]
     if unknown:
@@ -143,8 +146,9 @@ def collect_demonstrations(
         if horizon is not None:  # evaluation of a policy trained on the dataset plays episodes this long
             extra_info["horizon"] = int(horizon)
         summary = CollectionSummary(path=Path(out_dir))
-        with LeRobotDatasetWriter(out_dir, fps=fps, robot_type=family.robot_type,
-                                  feature_names=dimension_names(family, env), extra_info=extra_info) as writer:
+        bar = progress_bar(sum(wanted.values()), "collect", "episode", progress)
+        with bar, LeRobotDatasetWriter(out_dir, fps=fps, robot_type=family.robot_type,
+                                       feature_names=dimension_names(family, env), extra_info=extra_info) as writer:
             for task in chosen:
                 task_summary = summary.tasks.setdefault(task, TaskSummary())
                 attempts = max_attempts_per_task or 3 * wanted[task] + 5
@@ -158,6 +162,7 @@ def collect_demonstrations(
                         writer.add_episode(episode)
                         task_summary.kept += 1
                         task_summary.frames += episode.length
+                        bar.update(1)
     finally:
         env.close()
     summary.seconds = time.perf_counter() - started
@@ -187,8 +192,22 @@ def collect_from_config(config: Any, dataset: str | Path | None = None) -> Colle
     settings = config.collect
     env_kwargs = {key: value for key, value in config.env.kwargs.items() if key not in COLLECTOR_ENV_KEYWORDS}
     return collect_demonstrations(
-        config.env.id, settings.episodes_per_task, target, tasks=settings.tasks, split=settings.split,
+        config.env.id, settings.episodes_per_task, target, tasks=collected_tasks(config), split=settings.split,
         first_episode_id=settings.first_episode_id, keep_failures=settings.keep_failures,
         max_attempts_per_task=settings.max_attempts_per_task, task_episodes=dict(settings.task_episodes),
-        **env_kwargs,
+        progress=config.runner.progress,
+        **{key: value for key, value in env_kwargs.items() if key != "tasks"},
     )
+
+
+def collected_tasks(config: Any) -> list[str]:
+    """``collect.tasks``, or the tasks ``env.kwargs`` restricts the env to (a MetaWorld suite's subset), or
+    all of the env's; ``collect.tasks`` must lie within the env's tasks."""
+    env_tasks = list(family_of(config.env.id).tasks(config.env.id, config.env.kwargs))
+    if not config.collect.tasks:
+        return env_tasks
+    outside = [task for task in config.collect.tasks if task not in env_tasks]
+    if outside:
+        raise ValueError(f"collect.tasks names task(s) {outside} that {config.env.id} with env.kwargs does not play; "
+                         f"expected a subset of {env_tasks}")
+    return list(config.collect.tasks)

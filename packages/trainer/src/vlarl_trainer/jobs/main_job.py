@@ -32,6 +32,7 @@ from typing import Any
 
 from vlarl_trainer.config import VlarlConfig, config_from_dict, to_dict
 from vlarl_trainer.metrics import logged_seconds
+from vlarl_trainer.plots import job_learning_curve
 from vlarl_trainer.rl.evaluation import format_table
 from vlarl_trainer.run_dirs import make_run_dir, run_dir_path, run_exists_error
 
@@ -130,6 +131,7 @@ def summary_text(before: dict[str, Any], after: dict[str, Any], paths: dict[str,
     lines = [format_table(before, after), ""]
     lines += [f"tensorboard ({stage}): {path}" for stage, path in paths["tensorboard"].items()]
     lines.append(f"videos: {paths['videos']} ({len(paths['video_files'])} files)")
+    lines.append(f"learning curve: {paths['learning_curve']}")
     lines.append(f"results: {paths['results']}")
     return "\n".join(lines)
 
@@ -233,6 +235,9 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
         "metrics": {"sft": str(sft_dir / "metrics.jsonl"), "rl": str(rl_dir / "metrics.jsonl")},
         "videos": str(videos),
         "video_files": sorted(str(path) for path in videos.rglob("*.mp4")),
+        "learning_curve": str(job_learning_curve(
+            rl_dir / "metrics.jsonl", job_dir / "learning_curve.png",
+            f"{config.recipe or config.env.id}, {config.job.size} job, seed {config.runner.seed}")),
         "results": str(job_dir / "results.json"),
     }
     results = job_results(config, state["overrides"], before, after, state["sft"]["loss"], seconds, paths,

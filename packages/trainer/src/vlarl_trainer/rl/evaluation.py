@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from vlarl_trainer.config import VlarlConfig
+from vlarl_trainer.progress import progress_bar
 from vlarl_trainer.rl.rollout import Shards, run_episodes
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
@@ -33,10 +34,10 @@ def evaluation_env(config: VlarlConfig) -> VlarlConfig:
 
 
 def env_tasks(config: VlarlConfig) -> list[str]:
-    """The tasks of ``env.id``, as its family names them (one for a single-task id)."""
+    """The tasks of ``env.id`` with ``env.kwargs``, as its family names them (one for a single-task id)."""
     from vlarl_envs import family_of
 
-    return list(family_of(config.env.id).tasks(config.env.id))
+    return list(family_of(config.env.id).tasks(config.env.id, config.env.kwargs))
 
 
 def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
@@ -62,13 +63,14 @@ def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
 
 def evaluate(
     shards: Shards, options: list[dict[str, Any]], chunk_steps: int, seed: int, video_dir: Path | None = None,
-    group_of: Callable[[str, str, int], str | None] | None = None, video_info: bool = True,
+    group_of: Callable[[str, str, int], str | None] | None = None, video_info: bool = True, progress: bool = False,
 ) -> dict[str, Any]:
     """Play every listed episode (in rounds of the envs) and aggregate per split, task and group.
 
     Args:
         group_of: the env family's ``group(task, split, episode_id)`` (MetaWorld's difficulty,
             PutOnPlate's variation); None reports no groups.
+        progress: show a bar over the rounds' chunk steps, with an ETA.
 
     Returns:
         ``metrics`` (``eval/<statistic>`` means, ``eval/<split>/success_once/<task>`` and
@@ -78,27 +80,29 @@ def evaluate(
     num_envs = len(shards.keys()) * shards.envs_per_stage
     per_episode: list[dict[str, Any]] = []
     videos = []
-    for round_index, start in enumerate(range(0, len(options), num_envs)):
-        chunk = options[start : start + num_envs]
-        padded = chunk + [chunk[-1]] * (num_envs - len(chunk))
-        video_path = None
-        if video_dir is not None:
-            video_dir.mkdir(parents=True, exist_ok=True)
-            video_path = str(video_dir / f"round_{round_index:03d}.mp4")
-        results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=seed, keep_trajectories=False,
-                               video_path=video_path, video_info=video_info)
-        if results.get("video"):
-            videos.append(results["video"])
-        for index, entry in enumerate(chunk):
-            task = entry.get("task") or results["tasks"][index]
-            group = group_of(task, entry["split"], entry["episode_id"]) if group_of is not None else None
-            per_episode.append({
-                "split": entry["split"],
-                "task": task,
-                "episode_id": entry["episode_id"],
-                "group": group,
-                **{name: float(results[name][index]) for name in EPISODE_STATISTICS},
-            })
+    rounds = range(0, len(options), num_envs)
+    with progress_bar(len(rounds) * chunk_steps, "eval", "chunk", progress, leave=False) as bar:
+        for round_index, start in enumerate(rounds):
+            chunk = options[start : start + num_envs]
+            padded = chunk + [chunk[-1]] * (num_envs - len(chunk))
+            video_path = None
+            if video_dir is not None:
+                video_dir.mkdir(parents=True, exist_ok=True)
+                video_path = str(video_dir / f"round_{round_index:03d}.mp4")
+            results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=seed, keep_trajectories=False,
+                                   video_path=video_path, video_info=video_info, on_chunk=lambda: bar.update(1))
+            if results.get("video"):
+                videos.append(results["video"])
+            for index, entry in enumerate(chunk):
+                task = entry.get("task") or results["tasks"][index]
+                group = group_of(task, entry["split"], entry["episode_id"]) if group_of is not None else None
+                per_episode.append({
+                    "split": entry["split"],
+                    "task": task,
+                    "episode_id": entry["episode_id"],
+                    "group": group,
+                    **{name: float(results[name][index]) for name in EPISODE_STATISTICS},
+                })
     metrics = {f"eval/{name}": float(np.mean([e[name] for e in per_episode])) for name in EPISODE_STATISTICS}
     table = success_by(per_episode, "task")
     groups = success_by([episode for episode in per_episode if episode["group"] is not None], "group")
@@ -115,7 +119,7 @@ def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video
 
     scored = evaluation_env(config)
     return evaluate(shards, evaluation_options(scored), chunk_steps, config.runner.seed, video_dir,
-                    family_of(scored.env.id).group, config.runner.video_info)
+                    family_of(scored.env.id).group, config.runner.video_info, config.runner.progress)
 
 
 def success_by(episodes: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:

@@ -9,10 +9,12 @@ Global env index = (env worker rank * S + stage) * envs_per_stage + index in the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import ray
 import torch
 
 from vlarl_trainer.rl.cluster import WorkerGroup, gpu_bundles, gpu_count, wait_all
@@ -73,8 +75,10 @@ def run_episodes(
     keep_trajectories: bool = True,
     video_path: str | None = None,
     video_info: bool = True,
+    on_chunk: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks.
+    """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks;
+    ``on_chunk`` is called as each chunk step completes on every shard (a progress bar's tick).
 
     Returns:
         Env results concatenated over the global env axis (``rewards`` [T, B], ``dones``
@@ -90,10 +94,18 @@ def run_episodes(
         env = shards.env.workers[key[0]]
         shard_options = options[start : start + shards.envs_per_stage]
         observations[key] = env.reset.remote(key[1], shard_options, record_video=video_path is not None)
+    stepped = []
     for _ in range(chunk_steps):
         for key in keys:
             actions = shards.rollout_worker(key[0]).act.remote(key, observations[key], deterministic)
             observations[key] = shards.env.workers[key[0]].step.remote(key[1], actions)
+        if on_chunk is not None:
+            stepped.append(list(observations.values()))
+    if on_chunk is not None:  # every step is already submitted: waiting here leaves the pipeline as it is
+        while stepped:
+            references = stepped.pop(0)  # dropped once waited on, so Ray may free each step's observations
+            ray.wait(references, num_returns=len(references), fetch_local=False)
+            on_chunk()
     for key in keys:
         shards.rollout_worker(key[0]).bootstrap.remote(key, observations[key])
     env_results = wait_all([shards.env.workers[k[0]].results.remote(k[1]) for k in keys], "env")

@@ -73,6 +73,21 @@ def check_policy(config: VlarlConfig) -> None:
             f"policy.name {config.policy.name!r} is not available in this vlarl version "
             f"(vlarl-policies {vlarl_policies.__version__}); available: {known}"
         )
+    if config.policy.pretrained is None:
+        check_policy_settings(config)
+
+
+def check_policy_settings(config: VlarlConfig) -> None:
+    """``policy.preset`` and ``policy.kwargs`` make a config of ``policy.name`` (no weights are built), so a
+    misspelt or foreign setting (pi0's ``noise_level`` on OpenVLA) stops the run before any worker starts."""
+    from vlarl_policies.registry import preset_config
+
+    try:
+        preset_config(config.policy.name, config.policy.preset,
+                      **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"policy.preset={config.policy.preset!r} with policy.kwargs={dict(config.policy.kwargs)} "
+                         f"does not make a {config.policy.name!r} policy: {error}") from error
 
 
 def check_pretrained_matches(config: VlarlConfig) -> None:

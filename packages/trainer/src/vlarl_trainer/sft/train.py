@@ -28,6 +28,7 @@ from vlarl_policies import VLAPolicy
 from vlarl_trainer.config import VlarlConfig, to_dict, to_yaml
 from vlarl_trainer.data import ActionChunkSampler, DemonstrationDataset, load_dataset
 from vlarl_trainer.metrics import MetricLogger
+from vlarl_trainer.progress import write
 from vlarl_trainer.run_dirs import new_run_dir
 
 
@@ -136,9 +137,12 @@ def train(policy: VLAPolicy, dataset: DemonstrationDataset, config: Any, seed: i
                 "train/actor/lr": schedule.get_last_lr()[0],
                 "time/steps_per_second": len(window) / elapsed,
             })
-            print(f"step {step:>6}  loss {mean_loss:.4f}  grad_norm {float(grad_norm):.3f}  "
-                  f"{len(window) / elapsed:.1f} steps/s", flush=True)
+            write(f"step {step:>6}  loss {mean_loss:.4f}  grad_norm {float(grad_norm):.3f}  "
+                  f"{len(window) / elapsed:.1f} steps/s")
             window, window_start = [], time.perf_counter()
+            log.advance({"loss": mean_loss})
+        else:
+            log.advance()
     return window_losses[0], window_losses[-1]
 
 
@@ -155,7 +159,8 @@ def run_sft(config: VlarlConfig) -> SFTResult:
     (run_dir / "config.yaml").write_text(to_yaml(config))
     print(f"run: {run_dir}\ndataset: {dataset.root} ({dataset.num_episodes} episodes, {dataset.num_frames} frames, "
           f"{len(dataset.tasks)} tasks)", flush=True)
-    log = MetricLogger(run_dir, config.runner.logger, to_dict(config), config.sft.steps, start_step=0, progress=False)
+    log = MetricLogger(run_dir, config.runner.logger, to_dict(config), config.sft.steps, start_step=0,
+                       progress=config.runner.progress, stage="sft")
     try:
         started = time.perf_counter()
         first_loss, final_loss = train(policy, dataset, config.sft, config.runner.seed, log)
