@@ -1,4 +1,5 @@
-"""Each package builds and installs alone, with only the dependencies its layer allows."""
+"""Each package builds and installs alone, with only the dependencies its layer allows, and is a real
+project to pip: the MIT licence shipped, authors, classifiers and links."""
 
 import email
 import importlib
@@ -58,6 +59,34 @@ def requirements(wheel: Path) -> set[str]:
 def test_each_package_reports_the_version_its_pyproject_declares(package):
     declared = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]["version"]
     assert importlib.import_module(f"vlarl_{package}").__version__ == declared
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_declares_the_metadata_pip_shows(package):
+    assert "MIT License" in (ROOT / "LICENSE").read_text()
+    root = ROOT / "packages" / package
+    meta = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert meta["license"] == "MIT"
+    for licence in meta["license-files"]:
+        assert (root / licence).read_text() == (ROOT / "LICENSE").read_text()
+    assert (root / meta["readme"]).is_file() and meta["authors"] and meta["keywords"]
+    assert {"Homepage", "Documentation", "Repository", "Issues", "Changelog"} <= set(meta["urls"])
+    assert meta["urls"]["Changelog"].endswith(f"packages/{package}/CHANGELOG.md")
+    versions = {c.rsplit(" ", 1)[-1] for c in meta["classifiers"] if c.startswith("Programming Language :: Python :: 3.")}
+    assert versions == {"3.10", "3.11", "3.12"} and meta["requires-python"] == ">=3.10,<3.13"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_wheel_carries_the_licence_and_the_links(wheels, package):
+    with zipfile.ZipFile(wheels[package]) as archive:
+        names = archive.namelist()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        message = email.message_from_bytes(archive.read(metadata))
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+    assert message["License-Expression"] == "MIT" and message["Author"] == "The vlarl developers"
+    assert {url.split(",")[0] for url in message.get_all("Project-URL")} >= {"Homepage", "Repository", "Changelog"}
+    assert "Programming Language :: Python :: 3.11" in message.get_all("Classifier")
 
 
 @pytest.mark.slow
