@@ -28,6 +28,16 @@ def tiny_policy(name: str = "pi0", **config) -> vlarl_policies.VLAPolicy:
     return vlarl_policies.make(name, preset="tiny", action_dim=ACTION_DIM, state_dim=STATE_DIM, **config)
 
 
+def parameter_count(name: str, preset: str, **config) -> int:
+    """Parameters of a preset (7-D actions), built on the meta device: the published size allocates no memory."""
+    cls = vlarl_policies.policy_class(name)
+    policy_config = cls.config_class.from_dict({**cls.presets[preset], "action_dim": 7, **config})
+    tokenizer = vlarl_policies.PromptTokenizer.train(["pick up the cube"], vocab_size=300)
+    with torch.device("meta"):
+        policy = cls(policy_config, tokenizer)
+    return sum(p.numel() for p in policy.parameters())
+
+
 @pytest.fixture(autouse=True)
 def single_thread():
     """Run each test on one intra-op thread: on a shared 2-core machine, more threads spin and stall."""
@@ -41,6 +51,12 @@ def single_thread():
 def make_obs():
     """Factory fixture: ``make_obs(batch, seed=0, image_size=64, state_dim=5)``."""
     return observation_batch
+
+
+@pytest.fixture
+def count_parameters():
+    """Factory fixture: ``count_parameters(name, preset, **config)``."""
+    return parameter_count
 
 
 @pytest.fixture

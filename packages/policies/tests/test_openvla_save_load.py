@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 import vlarl_policies
 from vlarl_policies.openvla import OpenVLAConfig, OpenVLAOFTConfig
@@ -43,22 +42,12 @@ def test_config_validation_names_the_fields(name, change, message):
         vlarl_policies.make(name, preset="tiny", **change)
 
 
-def _count_parameters(name: str, preset: str, **config) -> int:
-    """Parameters of a preset, built on the meta device (no memory is allocated)."""
-    cls = vlarl_policies.policy_class(name)
-    policy_config = cls.config_class.from_dict({**cls.presets[preset], "action_dim": 7, **config})
-    tokenizer = vlarl_policies.PromptTokenizer.train(["pick up the cube"], vocab_size=300)
-    with torch.device("meta"):
-        policy = cls(policy_config, tokenizer)
-    return sum(p.numel() for p in policy.parameters())
+def test_tiny_presets_are_under_20m_parameters(count_parameters):
+    assert 1e6 < count_parameters("openvla", "tiny") < 20e6
+    assert 1e6 < count_parameters("openvla_oft", "tiny", use_proprio=True) < 20e6
 
 
-def test_tiny_presets_are_under_20m_parameters():
-    assert 1e6 < _count_parameters("openvla", "tiny") < 20e6
-    assert 1e6 < _count_parameters("openvla_oft", "tiny", use_proprio=True) < 20e6
-
-
-def test_published_presets_are_openvla_7b_sized():
+def test_published_presets_are_openvla_7b_sized(count_parameters):
     """DINOv2 ViT-L (0.30 B) + SigLIP so400m (0.43 B) + projector (0.07 B) + Llama 2 7B with 32,064 rows (6.74 B)."""
-    assert 7.4e9 < _count_parameters("openvla", "base", add_value_head=False) < 7.7e9
+    assert 7.4e9 < count_parameters("openvla", "base", add_value_head=False) < 7.7e9
     assert OpenVLAConfig().action_token_begin == 31744 and OpenVLAOFTConfig().action_chunk == 8

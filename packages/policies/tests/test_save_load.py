@@ -104,24 +104,14 @@ def test_config_validation_names_the_fields(change, message):
         vlarl_policies.make("pi0", preset="tiny", **change)
 
 
-def _count_parameters(name: str, preset: str, **config) -> int:
-    """Parameters of a preset, built on the meta device (no memory is allocated)."""
-    cls = vlarl_policies.policy_class(name)
-    policy_config = cls.config_class.from_dict({**cls.presets[preset], "action_dim": 7, **config})
-    tokenizer = vlarl_policies.PromptTokenizer.train(["pick up the cube"], vocab_size=300)
-    with torch.device("meta"):
-        policy = cls(policy_config, tokenizer)
-    return sum(p.numel() for p in policy.parameters())
-
-
-def test_tiny_presets_are_small():
-    assert 5e5 < _count_parameters("pi0", "tiny") < 5e6
-    assert 5e5 < _count_parameters("pi05", "tiny") < 5e6
+def test_tiny_presets_are_small(count_parameters):
+    assert 5e5 < count_parameters("pi0", "tiny") < 5e6
+    assert 5e5 < count_parameters("pi05", "tiny") < 5e6
 
 
 @pytest.mark.slow
-def test_published_presets_are_pi0_sized():
+def test_published_presets_are_pi0_sized(count_parameters):
     """SigLIP so400m (0.4 B) + Gemma 2B (2.5 B with its 257k-token embedding) + Gemma 300M expert."""
-    assert 3.1e9 < _count_parameters("pi0", "base") < 3.4e9
-    assert 3.1e9 < _count_parameters("pi05", "base") < 3.4e9
+    assert 3.1e9 < count_parameters("pi0", "base") < 3.4e9
+    assert 3.1e9 < count_parameters("pi05", "base") < 3.4e9
     assert Pi0Config().action_horizon == 50 and Pi05Config().action_horizon == 10
