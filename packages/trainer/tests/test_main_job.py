@@ -23,6 +23,7 @@ from vlarl_trainer.jobs.main_job import (
     rl_stage_config,
     rl_stage_start,
     run_main_job,
+    set_aside,
     sft_checkpoint,
     sft_stage_config,
     summary_text,
@@ -185,9 +186,6 @@ def write_job_state(job_dir: Path, seconds: dict[str, float]) -> None:
 def test_resume_refuses_what_it_cannot_continue(tmp_path, capsys):
     with pytest.raises(ValueError, match="expected a vlarl-main-job run directory with job.json"):
         resume_main_job(tmp_path)
-    write_job_state(tmp_path / "in-sft", {"collect": 20.0})
-    with pytest.raises(ValueError, match="stopped during sft, before RL"):
-        resume_main_job(tmp_path / "in-sft")
     (tmp_path / "old").mkdir()
     write_json(tmp_path / "old" / JOB_STATE, {"preset": {}, "variant": "flow-sde", "seconds": {"collect": 1.0}})
     with pytest.raises(ValueError, match="holds no config tree"):
@@ -199,6 +197,51 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path, capsys):
     assert main([f"resume={tmp_path / 'done'}", "runner.seed=1", "actor.lr=1e-5"]) == 2
     assert "drop ['runner.seed=1', 'actor.lr=1e-5']" in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "done").iterdir()) == [JOB_STATE, "results.json"]
+
+
+def test_resume_auto_finishes_only_the_job_it_was_started_as(tmp_path, capsys):
+    command = [RECIPE, "job=demo", f"runner.output_dir={tmp_path}", "runner.name=done"]
+    assert main([RECIPE, "job=demo", f"runner.output_dir={tmp_path}", "resume=auto"]) == 2
+    assert "set runner.name=<name>" in capsys.readouterr().err
+    (tmp_path / "done").mkdir()
+    write_json(tmp_path / "done" / JOB_STATE, {"config": to_dict(job("demo")), "overrides": command,
+                                               "seconds": {"collect": 20.0, "sft": 100.0}})
+    (tmp_path / "done" / "results.json").write_text("{}")
+    assert main([*command, "resume=auto"]) == 0  # a resubmitted script whose job has finished: nothing to do
+    assert "has finished already" in capsys.readouterr().out
+    assert main([*command, "runner.seed=1", "resume=auto"]) == 2
+    assert "was started with" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "done").iterdir()) == [JOB_STATE, "results.json"]
+
+
+def test_a_stop_signal_during_rl_names_the_job_to_resume(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from vlarl_trainer.jobs import main_job
+    from vlarl_trainer.rl.stopping import RunStopped
+
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    write_json(job_dir / JOB_STATE, {"config": to_dict(job("demo")), "overrides": [],
+                                     "seconds": {"collect": 20.0, "sft": 100.0},
+                                     "sft": {"run_dir": str(job_dir / "sft"), "checkpoint": "x", "loss": {}}})
+
+    def stopped_by_sigterm(config):
+        raise RunStopped(signal.SIGTERM, 3, job_dir / "rl" / "checkpoints" / "step_3", job_dir / "rl")
+
+    monkeypatch.setattr(main_job, "reinforce", stopped_by_sigterm)
+    assert main([f"resume={job_dir}"]) == 143
+    err = capsys.readouterr().err
+    assert "stopped by SIGTERM after step 3" in err and f"continue with: vlarl-main-job resume={job_dir}" in err
+
+
+def test_a_stopped_stage_is_set_aside_and_never_reused(tmp_path):
+    for _ in range(2):
+        (tmp_path / "sft" / "checkpoints").mkdir(parents=True)
+        set_aside(tmp_path / "sft")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sft-interrupted-1", "sft-interrupted-2"]
+    set_aside(tmp_path / "absent")
+    assert len(list(tmp_path.iterdir())) == 2
 
 
 def test_rl_stage_continues_from_its_checkpoint_or_starts_again(tmp_path):
@@ -364,10 +407,10 @@ def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
     config = tiny_job(tmp_path, "runner.max_steps=2", "runner.save_interval=1")
     train_step = Trainer.train_step
 
-    def stop_at_second_step(self, step):
+    def stop_at_second_step(self, step, stop=None):
         if step == 1:
             raise StopAtSecondStep("stopped")
-        return train_step(self, step)
+        return train_step(self, step, stop)
 
     monkeypatch.setattr(Trainer, "train_step", stop_at_second_step)
     with pytest.raises(StopAtSecondStep):

@@ -130,6 +130,15 @@ class ClusterConfig:
     """Devices of env, rollout and actor processes (rl.placement): by default one process of each on device
     0. A recipe's keys merge into this mapping, and a key naming fewer components wins, so a recipe's
     ``{env: 0-3, rollout: 4-7, actor: 0-7}`` replaces the default whole."""
+    start_timeout: float = 900.0
+    """Seconds every worker process has to start and answer; a worker that does not stops the run."""
+    call_timeout: float | None = None
+    """Seconds the driver waits for one remote call before it stops the run with every worker's Python
+    stacks (None: derived from the run's measured times, rl.cluster.Deadline: 1800 s until a rollout,
+    update or evaluation has been timed, then 5 times the slowest, at least 300 s)."""
+    max_env_restarts: int = 3
+    """How often one rollout or evaluation replaces an env worker whose process died, replaying its
+    episodes, before the run stops (0: the first death stops it)."""
 
 
 @dataclass
@@ -230,7 +239,7 @@ class VlarlConfig:
     and for vlarl-main-job demonstrations to reuse instead of collecting."""
     resume: str | None = None
     """A run directory to continue from its last checkpoint (vlarl-train) or a stopped job to finish
-    (vlarl-main-job)."""
+    (vlarl-main-job); ``auto``: the run ``runner.name`` names, continued if it exists, started if not."""
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -242,6 +251,10 @@ class VlarlConfig:
     collect: CollectConfig = field(default_factory=CollectConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     job: JobConfig = field(default_factory=JobConfig)
+
+
+AUTO = "auto"
+"""``resume=auto``: continue the named run when it exists, start it otherwise."""
 
 
 def _names(group: str) -> list[str]:

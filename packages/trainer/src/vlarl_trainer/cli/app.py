@@ -3,7 +3,8 @@
 Hydra's flags work as its users expect: ``--help`` lists the recipes and job sizes, ``--cfg job``
 prints the composed tree, ``-m runner.seed=0,1,2`` runs one job per value, one after another.
 A command exits 0 when it finishes, 2 on a bad setting or an existing run directory, 1 when a
-worker fails; its message starts with the command's name.
+worker fails or hangs, 143 or 130 when SIGTERM or SIGINT stopped it (after a checkpoint, with the
+command that continues it); its message starts with the command's name.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def hydra_command(name: str, command: Command, need_recipe: bool = True) -> Call
     import hydra
 
     from vlarl_trainer.rl.cluster import WorkerFailure
+    from vlarl_trainer.rl.stopping import RunStopped
 
     def task(composed) -> None:
         from hydra.core.hydra_config import HydraConfig
@@ -56,6 +58,9 @@ def hydra_command(name: str, command: Command, need_recipe: bool = True) -> Call
         except WorkerFailure as error:
             print(f"{name}: {error}", file=sys.stderr)
             raise SystemExit(1) from None
+        except RunStopped as stop:
+            print(f"{name}: {stop}\ncontinue with: {name} resume={stop.resume_dir}", file=sys.stderr)
+            raise SystemExit(stop.exit_code) from None
 
     app = hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base=None)(task)
 

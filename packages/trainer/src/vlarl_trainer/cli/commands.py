@@ -2,9 +2,12 @@
 
     vlarl-collect   recipe=<name> dataset=<new dir> [collect.episodes_per_task=N ...]
     vlarl-sft       recipe=<name> dataset=<dir> [sft.steps=N ...]
-    vlarl-train     recipe=<name> [policy.pretrained=<sft checkpoint>] [key=value ...] | resume=<run dir>
+    vlarl-train     recipe=<name> [policy.pretrained=<sft checkpoint>] [key=value ...] | resume=<run dir | auto>
     vlarl-eval      eval.checkpoint=<run | checkpoint | policy dir> [recipe=<name>] [key=value ...]
-    vlarl-main-job  recipe=<name> job=<demo | full> [key=value ...] | resume=<job dir>
+    vlarl-main-job  recipe=<name> job=<demo | full> [key=value ...] | resume=<job dir | auto>
+
+``resume=auto`` with ``runner.name`` continues that run (or job) when its directory exists and starts it
+otherwise, so a job script can be resubmitted unchanged after a preemption.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 from pathlib import Path
 
 from vlarl_trainer.cli.app import hydra_command
-from vlarl_trainer.config import VlarlConfig
+from vlarl_trainer.config import AUTO, VlarlConfig
 
 
 def collect(config: VlarlConfig, overrides: list[str]) -> None:
@@ -42,9 +45,11 @@ def train(config: VlarlConfig, overrides: list[str]) -> None:
 
     from vlarl_trainer.rl.cluster import WorkerFailure
     from vlarl_trainer.rl.evaluation import format_table
-    from vlarl_trainer.rl.runner import Trainer, resumed_config
+    from vlarl_trainer.rl.runner import Trainer, auto_resumed_config, resumed_config
 
-    if config.resume is not None:
+    if config.resume == AUTO:
+        config = auto_resumed_config(config, overrides)
+    elif config.resume is not None:
         config = resumed_config(config.resume, overrides)
     try:
         trainer = Trainer(config)
@@ -84,9 +89,11 @@ def evaluate(config: VlarlConfig, overrides: list[str]) -> None:
 
 
 def main_job(config: VlarlConfig, overrides: list[str]) -> None:
-    from vlarl_trainer.jobs.main_job import resume_main_job, run_main_job
+    from vlarl_trainer.jobs.main_job import auto_resume_main_job, resume_main_job, run_main_job
 
-    if config.resume is not None:
+    if config.resume == AUTO:
+        summary = auto_resume_main_job(config, [o for o in overrides if o != f"resume={AUTO}"])
+    elif config.resume is not None:
         extra = [o for o in overrides if not o.startswith("resume=")]
         if extra:
             raise ValueError(f"resume= continues a job with the settings in its job.json; drop {extra}")

@@ -4,7 +4,8 @@
     vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=full runner.seed=1
     vlarl-main-job recipe=metaworld_10_grpo_openpi_tiny job=full actor.lr=5e-5
     vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=full collect.episodes_per_task=3 sft.steps=400
-    vlarl-main-job resume=runs/main-full-metaworld_10_ppo_openpi_tiny-seed1-20261124-173000   # after a stop in RL
+    vlarl-main-job resume=runs/main-full-metaworld_10_ppo_openpi_tiny-seed1-20261124-173000   # after a stop
+    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=full runner.name=mt10-seed0 resume=auto  # resubmittable
 
 The stages read one config tree: scripted-expert demonstrations (``collect.*``) of every task of
 ``env.id``, SFT (``sft.*``) of ``policy.*`` on them, then RL from the SFT checkpoint with the rest of
@@ -34,6 +35,7 @@ from vlarl_trainer.config import VlarlConfig, config_from_dict, to_dict
 from vlarl_trainer.metrics import logged_seconds
 from vlarl_trainer.plots import job_learning_curve
 from vlarl_trainer.rl.evaluation import format_table
+from vlarl_trainer.rl.stopping import RunStopped
 from vlarl_trainer.run_dirs import make_run_dir, run_dir_path, run_exists_error
 
 EXISTING_JOB_HINT = "the main job never overwrites a run (choose another runner.name)"
@@ -160,9 +162,28 @@ def run_main_job(config: VlarlConfig, overrides: list[str] | None = None) -> tup
     return continue_job(job_dir, state)
 
 
+def auto_resume_main_job(config: VlarlConfig, overrides: list[str]) -> str:
+    """``resume=auto``: the job ``runner.name`` names, continued when its folder exists (with the overrides it
+    was started with), started otherwise; returns the summary text."""
+    if config.runner.name is None:
+        raise ValueError("resume=auto continues the job runner.name names: set runner.name=<name>")
+    job_dir = job_dir_of(config)
+    if not (job_dir / JOB_STATE).exists():
+        return run_main_job(dataclasses.replace(config, resume=None), overrides)[1]
+    saved = json.loads((job_dir / JOB_STATE).read_text()).get("overrides", [])
+    if sorted(saved) != sorted(overrides):
+        raise ValueError(f"resume=auto: the job at {job_dir} was started with {saved}, not {overrides}; "
+                         "repeat its command or choose another runner.name")
+    if (job_dir / "results.json").exists():
+        return f"resume=auto: the job at {job_dir} has finished already; results: {job_dir / 'results.json'}"
+    print(f"resume=auto: continuing {job_dir}", flush=True)
+    return resume_main_job(job_dir)[1]
+
+
 def resume_main_job(job_dir: str | Path) -> tuple[dict[str, Any], str]:
-    """Finish a job that stopped during RL: its RL run continues from its last checkpoint (the trainer's
-    ``resume=``), or starts again when it stopped before the first one; the earlier stages are kept."""
+    """Finish a stopped job. A stage it stopped in starts again, its partial folder set aside
+    (``<stage>-interrupted-N``), except RL, which continues from its last checkpoint (the trainer's
+    ``resume=``); finished stages are kept."""
     job_dir = Path(job_dir)
     if not (job_dir / JOB_STATE).exists():
         raise ValueError(f"resume={job_dir}: expected a vlarl-main-job run directory with {JOB_STATE}, found none")
@@ -172,10 +193,6 @@ def resume_main_job(job_dir: str | Path) -> tuple[dict[str, Any], str]:
     if "config" not in state:
         raise ValueError(f"resume={job_dir}: its {JOB_STATE} holds no config tree (a job of vlarl-trainer before "
                          "0.15); continue its RL run with vlarl-train resume=<job>/rl instead")
-    unfinished = [stage for stage in ("collect", "sft") if stage not in state["seconds"]]
-    if unfinished:
-        raise ValueError(f"resume={job_dir}: the job stopped during {unfinished[0]}, before RL, and only RL "
-                         f"continues; start a new job")
     return continue_job(job_dir, state)
 
 
@@ -189,6 +206,7 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
     if "collect" not in seconds:
         mark = time.perf_counter()
         if config.dataset is None:
+            set_aside(dataset_path)
             print(f"== demonstrations: {describe_collection(config)} of {config.env.id}", flush=True)
             collect(config, dataset_path)
         seconds["collect"] = time.perf_counter() - mark
@@ -196,6 +214,7 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
 
     if "sft" not in seconds:
         mark = time.perf_counter()
+        set_aside(job_dir / "sft")
         print(f"== SFT: {config.sft.steps} steps", flush=True)
         sft = run_sft(sft_stage_config(config, job_dir, dataset_path))
         seconds["sft"] = time.perf_counter() - mark
@@ -208,7 +227,11 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
     rl_config, resumed_from = rl_stage_config(job_dir, rl_stage_start(config, job_dir))
     print(f"== RL: {rl_config.recipe}, {rl_config.runner.max_steps} steps from "
           f"{rl_config.policy.pretrained if resumed_from is None else f'step {resumed_from}'}", flush=True)
-    trained = reinforce(rl_config)
+    try:
+        trained = reinforce(rl_config)
+    except RunStopped as stop:
+        stop.resume_dir = job_dir
+        raise
     seconds["rl"] = time.perf_counter() - mark
     rl_dir = Path(trained["run_dir"])
     before = trained.get("before")
@@ -262,9 +285,16 @@ def rl_stage_config(job_dir: Path, config: VlarlConfig) -> tuple[VlarlConfig, in
         return config, None
     latest = checkpoints.latest_checkpoint(rl_dir)
     if latest is None or not (rl_dir / "config.yaml").exists():
-        attempt = 1
-        while rl_dir.with_name(f"{rl_dir.name}-interrupted-{attempt}").exists():
-            attempt += 1
-        rl_dir.rename(rl_dir.with_name(f"{rl_dir.name}-interrupted-{attempt}"))
+        set_aside(rl_dir)
         return config, None
     return resumed_config(str(rl_dir), []), checkpoints.read_state(latest)["step"]
+
+
+def set_aside(stage_dir: Path) -> None:
+    """Rename what a stopped stage left at ``stage_dir`` to ``<name>-interrupted-N``: kept, never reused."""
+    if not stage_dir.exists():
+        return
+    attempt = 1
+    while stage_dir.with_name(f"{stage_dir.name}-interrupted-{attempt}").exists():
+        attempt += 1
+    stage_dir.rename(stage_dir.with_name(f"{stage_dir.name}-interrupted-{attempt}"))

@@ -7,14 +7,20 @@ processes sharing a device get a fraction of it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from vlarl_trainer.rl.stopping import Abandon
+from vlarl_trainer.rl.workers.process import STACK_SIGNAL, stack_file
 
 
 EMBEDDED_START_ATTEMPTS = 3
@@ -23,7 +29,57 @@ other work they can miss it, and a second start usually makes it."""
 
 
 class WorkerFailure(RuntimeError):
-    """A worker raised or died; the message carries its role, rank and traceback."""
+    """A worker raised, died or missed a deadline; the message carries its role and traceback.
+
+    ``died``: the worker's process is gone (killed, crashed in native code), which a new process of
+    the same role can make good; a Python exception would only repeat. ``actor_id``: the dead
+    worker's Ray actor id (hex), when Ray names it."""
+
+    def __init__(self, message: str, role: str = "", died: bool = False, actor_id: str | None = None) -> None:
+        super().__init__(message)
+        self.role, self.died, self.actor_id = role, died, actor_id
+
+
+class WorkerHang(WorkerFailure):
+    """A remote call missed its deadline (``cluster.call_timeout``)."""
+
+
+class Deadline:
+    """How long the driver waits for one remote call, and the workers whose stacks it prints when a
+    call takes longer.
+
+    ``fixed`` seconds when set. Otherwise derived from the run's own measurements: ``FIRST_CALLS``
+    until a rollout, update or evaluation has been timed (start-up, compilation and the first
+    evaluation fall under it), then ``FACTOR`` times the slowest one measured, at least ``MINIMUM``.
+    """
+
+    FIRST_CALLS = 1800.0
+    FACTOR = 5.0
+    MINIMUM = 300.0
+
+    def __init__(self, fixed: float | None = None) -> None:
+        self.fixed = fixed
+        self.abandon: Callable[[], bool] = lambda: False
+        """Asked while waiting: True makes the wait raise ``stopping.Abandon`` (a stop signal came)."""
+        self.slowest: float | None = None
+        self.groups: list[WorkerGroup] = []
+        """Every group of the run, whose stacks a missed deadline prints."""
+
+    def seconds(self) -> float:
+        if self.fixed is not None:
+            return self.fixed
+        return self.FIRST_CALLS if self.slowest is None else max(self.MINIMUM, self.FACTOR * self.slowest)
+
+    def measured(self, seconds: float) -> None:
+        """One rollout, update or evaluation took ``seconds``."""
+        self.slowest = seconds if self.slowest is None else max(self.slowest, seconds)
+
+    def expired(self, role: str, seconds: float) -> WorkerHang:
+        stacks = "\n".join(group.stacks() for group in self.groups)
+        return WorkerHang(
+            f"a call to a {role} worker found no answer within {seconds:.0f} s (cluster.call_timeout"
+            f"{'' if self.fixed is not None else ', derived from the measured step times'}); Python stacks "
+            f"of the run's workers:\n{stacks}", role=role)
 
 
 def start_ray(address: str | None, num_cpus: int | None) -> None:
@@ -53,7 +109,10 @@ def free_port() -> int:
 
 
 class WorkerGroup:
-    """One Ray actor per process of a component, in rank order."""
+    """One Ray actor per process of a component, in rank order.
+
+    Its calls wait at most ``deadline.seconds()``; ``identify`` learns where each process runs, which
+    ``stacks`` needs; ``restart(rank)`` replaces one process with a new one built as the first was."""
 
     def __init__(
         self,
@@ -62,13 +121,18 @@ class WorkerGroup:
         processes: Sequence[tuple[int, ...]],
         init_args: Sequence[tuple[tuple, dict]],
         bundles: Any | None,
+        deadline: Deadline | None = None,
     ) -> None:
         self.role = role
+        self.deadline = deadline
+        if deadline is not None:
+            deadline.groups.append(self)
         sharing: dict[int, int] = {}
         for devices in processes:
             sharing[devices[0]] = sharing.get(devices[0], 0) + 1
-        remote_cls = ray.remote(cls)
-        self.workers = []
+        self.remote_cls = ray.remote(cls)
+        self.specs: list[tuple[dict[str, Any], tuple, dict]] = []
+        """Per rank: the actor options and constructor arguments it was built with."""
         for devices, (args, kwargs) in zip(processes, init_args):
             options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1}
             if bundles is not None:
@@ -76,7 +140,10 @@ class WorkerGroup:
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                     bundles, placement_group_bundle_index=devices[0]
                 )
-            self.workers.append(remote_cls.options(**options).remote(*args, **kwargs))
+            self.specs.append((options, args, kwargs))
+        self.workers = [self.remote_cls.options(**options).remote(*args, **kwargs) for options, args, kwargs in self.specs]
+        self.processes: list[tuple[str, int] | None] = [None] * len(self.workers)
+        """Per rank: the host and pid ``identify`` learnt (None before)."""
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -85,11 +152,66 @@ class WorkerGroup:
         return [getattr(worker, method).remote(*args, **kwargs) for worker in self.workers]
 
     def get(self, refs, timeout: float | None = None):
-        return wait_all(refs, self.role, timeout)
+        """``ray.get`` of ``refs`` within ``timeout`` (default: the deadline's), naming this role on failure."""
+        return wait_all(refs, self.role, self.deadline, timeout)
+
+    def identify(self, timeout: float | None = None) -> list[int]:
+        """Wait for every process to be up (within ``timeout``); returns their pids in rank order."""
+        hosts = self.get(self.call("host"), timeout)
+        pids = self.get(self.call("pid"), timeout)
+        self.processes = list(zip(hosts, pids))
+        return pids
+
+    def rank_of(self, failure: WorkerFailure) -> int | None:
+        """The rank of the worker a failure names, or None when it names none of this group's."""
+        ids = [worker._ray_actor_id.hex() for worker in self.workers]
+        return ids.index(failure.actor_id) if failure.actor_id in ids else None
+
+    def restart(self, rank: int, timeout: float | None = None) -> int:
+        """Replace the process of ``rank`` with a new one built like it; returns the new pid."""
+        ray.kill(self.workers[rank], no_restart=True)
+        options, args, kwargs = self.specs[rank]
+        self.workers[rank] = self.remote_cls.options(**options).remote(*args, **kwargs)
+        host, pid = self.get([self.workers[rank].host.remote(), self.workers[rank].pid.remote()], timeout)
+        self.processes[rank] = (host, pid)
+        return pid
+
+    def stacks(self) -> str:
+        """Every process's Python stacks, dumped by its faulthandler (``workers.process``); processes on
+        other hosts are named with the command that shows theirs."""
+        here = socket.gethostname()
+        signalled = {}
+        for rank, process in enumerate(self.processes):
+            if process is not None and process[0] == here:
+                try:
+                    os.kill(process[1], STACK_SIGNAL)
+                    signalled[rank] = process[1]
+                except OSError:
+                    pass
+        time.sleep(1.0 if signalled else 0.0)
+        parts = []
+        for rank, process in enumerate(self.processes):
+            title = f"--- {self.role} worker {rank}"
+            if process is None:
+                parts.append(f"{title}: not started")
+            elif rank not in signalled:
+                parts.append(f"{title} (pid {process[1]} on {process[0]}): `py-spy dump --pid {process[1]}` on its host")
+            else:
+                with open(stack_file(process[1])) as dump:
+                    parts.append(f"{title} (pid {process[1]}):\n{dump.read().rstrip() or '(no answer)'}")
+        return "\n".join(parts)
+
+    def forget_stack_files(self) -> None:
+        """Remove the stack files of this host's processes (at the end of a run)."""
+        for process in self.processes:
+            if process is not None and process[0] == socket.gethostname():
+                with contextlib.suppress(OSError):
+                    os.remove(stack_file(process[1]))
 
     def kill(self) -> None:
         for worker in self.workers:
             ray.kill(worker, no_restart=True)
+        self.forget_stack_files()
 
 
 def gpu_bundles(num_devices: int):
@@ -99,13 +221,40 @@ def gpu_bundles(num_devices: int):
     return group
 
 
-def wait_all(refs, role: str, timeout: float | None = None):
-    """``ray.get`` that names the failed worker and keeps its traceback."""
+POLL_SECONDS = 0.5
+"""How often a wait looks whether a stop signal asks it to give up."""
+
+
+def wait_ready(refs: list, deadline: Deadline | None, timeout: float | None) -> bool:
+    """Wait until every ref is ready (a failed call's is ready too) or ``timeout`` passes; returns whether
+    all are. Raises ``stopping.Abandon`` as soon as ``deadline.abandon()`` says so."""
+    pending, started = list(dict.fromkeys(refs)), time.monotonic()
+    while True:
+        remaining = None if timeout is None else timeout - (time.monotonic() - started)
+        if remaining is not None and remaining <= 0:
+            return False
+        window = POLL_SECONDS if remaining is None else min(POLL_SECONDS, remaining)
+        _, pending = ray.wait(pending, num_returns=len(pending), timeout=window, fetch_local=False)
+        if not pending:
+            return True
+        if deadline is not None and deadline.abandon():
+            raise Abandon
+
+
+def wait_all(refs, role: str, deadline: Deadline | None = None, timeout: float | None = None):
+    """``ray.get`` that names the failed worker and keeps its traceback; it waits ``timeout`` seconds,
+    or the deadline's, and a call that misses it stops the run with every worker's stacks."""
+    limit = timeout if timeout is not None else deadline.seconds() if deadline is not None else None
+    if not wait_ready(refs if isinstance(refs, list) else [refs], deadline, limit):
+        if deadline is None:
+            raise WorkerHang(f"a call to a {role} worker found no answer within {limit:.0f} s", role=role)
+        raise deadline.expired(role, limit)
     try:
-        return ray.get(refs, timeout=timeout)
+        return ray.get(refs)
     except RayTaskError as error:
-        raise WorkerFailure(f"a {role} worker raised:\n{error}") from None
+        raise WorkerFailure(f"a {role} worker raised:\n{error}", role=role) from None
     except RayActorError as error:
-        raise WorkerFailure(f"a {role} worker died:\n{error}") from None
+        raise WorkerFailure(f"a {role} worker died:\n{error}", role=role, died=True,
+                            actor_id=getattr(error, "actor_id", None)) from None
     except RayError as error:
-        raise WorkerFailure(f"a {role} worker could not run:\n{error}") from None
+        raise WorkerFailure(f"a {role} worker could not run:\n{error}", role=role) from None

@@ -138,7 +138,7 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
 
     import ray
 
-    from vlarl_trainer.rl.cluster import start_ray
+    from vlarl_trainer.rl.cluster import Deadline, start_ray
     from vlarl_trainer.rl.rollout import start_inference_workers, worker_bundles
     from vlarl_trainer.rl.validation import validate
 
@@ -150,7 +150,10 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
     start_ray(config.cluster.address, config.cluster.num_cpus)
     shards = None
     try:
-        shards = start_inference_workers(config, layout, str(policy_dir), worker_bundles(layout))
+        shards = start_inference_workers(config, layout, str(policy_dir), worker_bundles(layout),
+                                         Deadline(config.cluster.call_timeout))
+        for group in (shards.env, shards.rollout):
+            group.identify(config.cluster.start_timeout)
         report = evaluate_config(config, shards, layout.chunk_steps, video_dir)
     finally:
         if shards is not None:

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import ray
 import torch
 
-from vlarl_trainer.rl.cluster import WorkerGroup, gpu_bundles, gpu_count, wait_all
+from vlarl_trainer.progress import write
+from vlarl_trainer.rl.cluster import (
+    Deadline, WorkerFailure, WorkerGroup, WorkerHang, gpu_bundles, gpu_count, wait_ready,
+)
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
 
@@ -27,6 +29,10 @@ class Shards:
     rollout: WorkerGroup
     stage_num: int
     envs_per_stage: int
+    max_env_restarts: int = 0
+    """How often one rollout replaces an env worker whose process died before the run stops."""
+    env_restarts: int = 0
+    """Env workers replaced so far."""
 
     def keys(self) -> list[tuple[int, int]]:
         return [(rank, stage) for rank in range(len(self.env)) for stage in range(self.stage_num)]
@@ -46,27 +52,55 @@ def worker_bundles(layout) -> list | None:
     return gpu_bundles(device_count(layout.placement)) if gpu_count() > 0 else None
 
 
-def start_env_workers(config, layout, bundles: list | None) -> WorkerGroup:
-    """The env workers of ``env.*``, placed as ``cluster.component_placement`` says."""
+def start_env_workers(config, layout, bundles: list | None, deadline: Deadline | None = None) -> WorkerGroup:
+    """The env workers of ``env.*``, placed as ``cluster.component_placement`` says, their calls bound by
+    ``deadline``."""
     from vlarl_trainer.rl.workers.env_worker import EnvWorker
 
     env_args = (config.env.id, config.env.kwargs, config.env.action_chunk, layout.envs_per_stage,
                 config.rollout.pipeline_stage_num)
-    return WorkerGroup("env", EnvWorker, layout.placement["env"], [(env_args, {})] * layout.env_workers, bundles)
+    return WorkerGroup("env", EnvWorker, layout.placement["env"], [(env_args, {})] * layout.env_workers, bundles,
+                       deadline)
 
 
-def start_inference_workers(config, layout, policy_path: str, bundles: list | None) -> Shards:
+def start_inference_workers(config, layout, policy_path: str, bundles: list | None,
+                            deadline: Deadline | None = None) -> Shards:
     """The env workers of ``env.*`` and the rollout workers holding the policy at ``policy_path``, placed
     as ``cluster.component_placement`` says: what training rollouts and every evaluation run on."""
     from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
 
-    env = start_env_workers(config, layout, bundles)
+    env = start_env_workers(config, layout, bundles, deadline)
     rollout = WorkerGroup("rollout", RolloutWorker, layout.placement["rollout"],
-                          [((policy_path, config.runner.torch_threads), {})] * layout.rollout_workers, bundles)
-    return Shards(env, rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage)
+                          [((policy_path, config.runner.torch_threads), {})] * layout.rollout_workers, bundles,
+                          deadline)
+    return Shards(env, rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage,
+                  config.cluster.max_env_restarts)
 
 
-def run_episodes(
+def run_episodes(shards: Shards, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``play_episodes`` that survives env workers whose process dies (a simulator's segfault, the
+    OOM killer): the dead worker is replaced by a new one built as it was, and every episode is
+    played again from the same reset options and seeds, so the result is the one an unbroken run
+    gets. A rollout that loses an env worker more than ``shards.max_env_restarts`` times stops the run.
+    """
+    failures = 0
+    while True:
+        try:
+            return play_episodes(shards, *args, **kwargs)
+        except WorkerFailure as failure:
+            rank = shards.env.rank_of(failure) if failure.died and failure.role == "env" else None
+            if rank is None:
+                raise
+            failures += 1
+            if failures > shards.max_env_restarts:
+                raise WorkerFailure(f"{failure}\nenv worker {rank} died {failures} times in one rollout, past "
+                                    f"cluster.max_env_restarts={shards.max_env_restarts}", role="env") from None
+            pid = shards.env.restart(rank)
+            shards.env_restarts += 1
+            write(f"env worker {rank} died; a new one (pid {pid}) replays the rollout")
+
+
+def play_episodes(
     shards: Shards,
     options: list[dict[str, Any]],
     chunk_steps: int,
@@ -79,6 +113,7 @@ def run_episodes(
 ) -> dict[str, Any]:
     """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks;
     ``on_chunk`` is called as each chunk step completes on every shard (a progress bar's tick).
+    ``run_episodes`` is this with env workers that may die.
 
     Returns:
         Env results concatenated over the global env axis (``rewards`` [T, B], ``dones``
@@ -87,7 +122,7 @@ def run_episodes(
         [T + 1, B] or None).
     """
     keys = shards.keys()
-    wait_all([worker.begin.remote(seed + 7919 * index) for index, worker in enumerate(shards.rollout.workers)], "rollout")
+    shards.rollout.get([worker.begin.remote(seed + 7919 * index) for index, worker in enumerate(shards.rollout.workers)])
     observations = {}
     for key in keys:
         start = shards.offset(key)
@@ -104,19 +139,23 @@ def run_episodes(
     if on_chunk is not None:  # every step is already submitted: waiting here leaves the pipeline as it is
         while stepped:
             references = stepped.pop(0)  # dropped once waited on, so Ray may free each step's observations
-            ray.wait(references, num_returns=len(references), fetch_local=False)
+            deadline = shards.env.deadline
+            seconds = deadline.seconds() if deadline is not None else None
+            if not wait_ready(references, deadline, seconds):
+                raise (deadline.expired("env", seconds) if deadline is not None
+                       else WorkerHang(f"an env step found no answer within {seconds} s", role="env"))
             on_chunk()
     for key in keys:
         shards.rollout_worker(key[0]).bootstrap.remote(key, observations[key])
-    env_results = wait_all([shards.env.workers[k[0]].results.remote(k[1]) for k in keys], "env")
+    env_results = shards.env.get([shards.env.workers[k[0]].results.remote(k[1]) for k in keys])
     merged: dict[str, Any] = {
         name: np.concatenate([r[name] for r in env_results], axis=1 if name in ("rewards", "dones") else 0)
         for name in ("rewards", "dones", *EPISODE_STATISTICS)
     }
     merged["tasks"] = [task for r in env_results for task in r["tasks"]]
     if video_path is not None:
-        merged["video"] = wait_all(shards.env.workers[0].take_video.remote(video_path, info=video_info), "env")
-    trajectories = wait_all([shards.rollout_worker(k[0]).trajectory.remote(k) for k in keys], "rollout")
+        merged["video"] = shards.env.get(shards.env.workers[0].take_video.remote(video_path, info=video_info))
+    trajectories = shards.rollout.get([shards.rollout_worker(k[0]).trajectory.remote(k) for k in keys])
     if keep_trajectories:
         merged["forward_inputs"] = {
             name: torch.cat([t["forward_inputs"][name] for t in trajectories], dim=1)

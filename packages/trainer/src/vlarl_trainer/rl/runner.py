@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -18,9 +20,11 @@ from vlarl_trainer.rl import checkpoint as checkpoints
 from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
-from vlarl_trainer.rl.cluster import WorkerGroup, free_port, start_ray
+from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, free_port, start_ray
 from vlarl_trainer.rl.evaluation import env_tasks, evaluate_config, evaluation_env, logged_evaluation
+from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
+from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
 from vlarl_trainer.rl.validation import Layout, validate, validate_evaluation_env
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
@@ -42,6 +46,20 @@ def resumed_config(resume: str, overrides: list[str]) -> VlarlConfig:
     config = config_from_yaml(run_dir / "config.yaml", [o for o in overrides if not o.startswith(("resume=", "recipe="))])
     config.resume = str(run_dir)
     return config
+
+
+def auto_resumed_config(config: VlarlConfig, overrides: list[str]) -> VlarlConfig:
+    """``resume=auto``: the run ``runner.name`` names, continued with ``overrides`` when its directory holds
+    a run, otherwise started anew from ``config``."""
+    if config.runner.name is None:
+        raise ValueError("resume=auto continues the run runner.name names: set runner.name=<name>")
+    run_dir = Path(config.runner.output_dir) / config.runner.name
+    if (run_dir / "config.yaml").exists():
+        print(f"resume=auto: continuing {run_dir}", flush=True)
+        return resumed_config(str(run_dir), overrides)
+    if not config.recipe:
+        raise ValueError(f"resume=auto found no run at {run_dir} and starts one: name its recipe (recipe=<name>)")
+    return dataclasses.replace(config, resume=None)
 
 
 def initial_policy(config: VlarlConfig, layout: Layout, run_dir: Path, instructions: list[str]) -> str:
@@ -78,23 +96,28 @@ class Trainer:
         self.layout = validate(config)
         self.eval_layout = validate_evaluation_env(config, self.layout)
         self.config = config
+        self.resume_from: Path | None = None
         if config.resume is not None:
             self.run_dir = Path(config.resume)
             latest = checkpoints.latest_checkpoint(self.run_dir)
-            if latest is None:
-                raise ValueError(f"resume={config.resume}: the run has no complete checkpoint to continue from")
-            self.resume_from: Path | None = latest
-            self.start_step = checkpoints.read_state(latest)["step"]
+            # A run stopped before its first checkpoint starts again from its first policy.
+            self.resume_from = latest
+            self.start_step = 0 if latest is None else checkpoints.read_state(latest)["step"]
             truncate_metrics(self.run_dir / "metrics.jsonl", self.start_step)
-            policy_path = str(latest / "policy")
+            policy_path = (str(latest / "policy") if latest is not None
+                           else initial_policy(config, self.layout, self.run_dir, env_instructions(config)))
         else:
             self.run_dir = rl_run_dir(config)
             (self.run_dir / "config.yaml").write_text(to_yaml(config))
-            self.resume_from = None
             self.start_step = 0
             policy_path = initial_policy(config, self.layout, self.run_dir, env_instructions(config))
         self.synced_step: int | None = None
         """The training step whose weights the rollout workers hold, once the actor's were synced."""
+        self.finished_step = self.start_step
+        """The last training step whose update is done."""
+        self.restarts_logged = 0
+        """Env worker replacements already counted in a step's ``env/restarts``."""
+        self.reaper = None
         self._start_workers(policy_path)
 
     # ------------------------------------------------------------------ set-up
@@ -102,32 +125,56 @@ class Trainer:
     def _start_workers(self, policy_path: str) -> None:
         config, layout = self.config, self.layout
         start_ray(config.cluster.address, config.cluster.num_cpus)
+        self.reaper = start_reaper()
         bundles = worker_bundles(layout)
-        self.shards = start_inference_workers(config, layout, policy_path, bundles)
+        self.deadline = Deadline(config.cluster.call_timeout)
+        self.shards = start_inference_workers(config, layout, policy_path, bundles, self.deadline)
         self.env, self.rollout = self.shards.env, self.shards.rollout
         self.eval_shards = self.shards
         if self.eval_layout is not layout:
             # Another env to score on: env workers of their own, acting through the same rollout workers.
-            eval_env = start_env_workers(evaluation_env(config), self.eval_layout, bundles)
+            eval_env = start_env_workers(evaluation_env(config), self.eval_layout, bundles, self.deadline)
             self.eval_shards = Shards(eval_env, self.rollout, config.rollout.pipeline_stage_num,
-                                      self.eval_layout.envs_per_stage)
+                                      self.eval_layout.envs_per_stage, config.cluster.max_env_restarts)
         world = layout.actor_workers
         samples = config.env.num_envs * config.rollout.rollout_epoch * layout.chunk_steps
         optimizer_steps = config.runner.max_steps * config.actor.update_epoch * max(1, samples // config.actor.global_batch_size)
         port = free_port()
         actor_args = [((rank, world, "127.0.0.1", port, policy_path, config.actor, config.algorithm,
                         optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
-        self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles)
-        pids = {group.role: group.get(group.call("pid")) for group in (self.env, self.rollout, self.actor)}
-        if self.eval_shards is not self.shards:
-            pids["eval_env"] = self.eval_shards.env.get(self.eval_shards.env.call("pid"))
-        (self.run_dir / "workers.json").write_text(json.dumps(pids))
+        self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles, self.deadline)
+        for group in self.groups:
+            group.identify(config.cluster.start_timeout)
+        self.write_workers()
         if self.resume_from is not None:
             self.actor.get(self.actor.call("load", str(self.resume_from)))
+
+    @property
+    def groups(self) -> list[WorkerGroup]:
+        return list(dict.fromkeys((self.env, self.eval_shards.env, self.rollout, self.actor)))
+
+    def write_workers(self) -> None:
+        """``workers.json``: each role's pids, rewritten when an env worker is replaced."""
+        roles = {"env": self.env, "rollout": self.rollout, "actor": self.actor}
+        if self.eval_shards.env is not self.env:
+            roles["eval_env"] = self.eval_shards.env
+        pids = {role: [process[1] for process in group.processes] for role, group in roles.items()}
+        (self.run_dir / "workers.json").write_text(json.dumps(pids))
+
+    @property
+    def env_restarts(self) -> int:
+        """Env workers replaced so far, in training rollouts and evaluations (counted in the next step)."""
+        distinct = [self.shards] if self.eval_shards is self.shards else [self.shards, self.eval_shards]
+        return sum(shards.env_restarts for shards in distinct)
 
     # ------------------------------------------------------------------ loop
 
     def run(self) -> dict[str, Any]:
+        """Train to ``runner.max_steps``, evaluating and saving as configured.
+
+        Raises:
+            RunStopped: a SIGTERM or SIGINT arrived; the last finished step's checkpoint is written.
+        """
         config = self.config
         logger = MetricLogger(self.run_dir, config.runner.logger, to_dict(config), config.runner.max_steps,
                               self.start_step, config.runner.progress, config.runner.wandb_project,
@@ -135,46 +182,79 @@ class Trainer:
         results: dict[str, Any] = {}
         metrics_path = self.run_dir / "metrics.jsonl"
         try:
-            if config.eval.at_start:
-                # A resumed run reports the evaluation before training that its first process logged.
-                results["before"] = (self._evaluate(0, logger) if self.start_step == 0
-                                     else logged_evaluation(metrics_path, 0))
-            if self.start_step == config.runner.max_steps:
-                # Stopped after its last checkpoint: the final evaluation, unless it was logged before the stop.
-                results["after"] = (logged_evaluation(metrics_path, self.start_step)
-                                    or self._evaluate(self.start_step, logger))
-            for step in range(self.start_step, config.runner.max_steps):
-                metrics = self.train_step(step)
-                logger.log(step + 1, metrics)
-                logger.advance({"env/success_once": metrics["env/success_once"]})
-                last = step + 1 == config.runner.max_steps
-                if last or (config.runner.save_interval and (step + 1) % config.runner.save_interval == 0):
-                    self.save(step + 1)
-                if last or (config.eval.interval and (step + 1) % config.eval.interval == 0):
-                    results["after"] = self._evaluate(step + 1, logger)
+            with StopSignals() as stop:
+                self.deadline.abandon = stop.should_abandon
+                try:
+                    self._train(logger, results, metrics_path, stop)
+                except Abandon:
+                    pass
+                if stop.signum is not None:
+                    raise RunStopped(stop.signum, self.finished_step, self.checkpoint_of_finished_step(),
+                                     self.run_dir)
         finally:
+            self.deadline.abandon = lambda: False
             logger.close()
         results["run_dir"] = str(self.run_dir)
         return results
 
-    def train_step(self, step: int) -> dict[str, float]:
-        """One training step; returns its metrics (names of docs/architecture.md)."""
+    def _train(self, logger: MetricLogger, results: dict[str, Any], metrics_path: Path, stop: StopSignals) -> None:
+        config = self.config
+        with stop.abandonable():
+            if config.eval.at_start:
+                # A resumed run reports the evaluation before training that its first process logged.
+                logged = logged_evaluation(metrics_path, 0) if config.resume is not None else None
+                results["before"] = logged if logged is not None or self.start_step > 0 else self._evaluate(0, logger)
+            if self.start_step > 0 and self.evaluation_due(self.start_step):
+                # An evaluation due at the checkpoint's step, unless the stopped process logged it.
+                results["after"] = (logged_evaluation(metrics_path, self.start_step)
+                                    or self._evaluate(self.start_step, logger))
+        for step in range(self.start_step, config.runner.max_steps):
+            metrics = self.train_step(step, stop)
+            self.finished_step = step + 1
+            logger.log(step + 1, metrics)
+            logger.advance({"env/success_once": metrics["env/success_once"]})
+            last = step + 1 == config.runner.max_steps
+            if last or (config.runner.save_interval and (step + 1) % config.runner.save_interval == 0):
+                self.save(step + 1)
+            if stop.signum is not None:
+                return
+            if self.evaluation_due(step + 1):
+                with stop.abandonable():
+                    results["after"] = self._evaluate(step + 1, logger)
+
+    def evaluation_due(self, step: int) -> bool:
+        """Whether the run evaluates after training step ``step``."""
+        interval = self.config.eval.interval
+        return step == self.config.runner.max_steps or bool(interval and step % interval == 0)
+
+    def checkpoint_of_finished_step(self) -> Path | None:
+        """The checkpoint of the last finished step, written now unless it exists (None before any step)."""
+        if self.finished_step == 0:
+            return None
+        existing = self.run_dir / "checkpoints" / f"step_{self.finished_step}"
+        return existing if existing.exists() else self.save(self.finished_step)
+
+    def train_step(self, step: int, stop: StopSignals | None = None) -> dict[str, float]:
+        """One training step; returns its metrics (names of docs/architecture.md). A stop signal
+        abandons its rollouts (raising Abandon), and lets its update finish."""
         config, layout = self.config, self.layout
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        self._sync_weights(step)
-        timings["time/sync_weights"] = time.perf_counter() - start
-
-        mark = time.perf_counter()
-        epochs = []
-        for epoch in range(config.rollout.rollout_epoch):
-            options = training_options(config, step, epoch)
-            seed = int(np.random.default_rng([config.runner.seed, step, epoch]).integers(2**31))
-            video = self.video_dir / f"train_step_{step + 1}.mp4" if epoch == 0 and self.records_video(step) else None
-            epochs.append(run_episodes(self.shards, options, layout.chunk_steps, config.rollout.deterministic, seed,
-                                       video_path=None if video is None else str(video),
-                                       video_info=config.runner.video_info))
-        timings["time/generate_rollouts"] = time.perf_counter() - mark
+        with stop.abandonable() if stop is not None else contextlib.nullcontext():
+            self._sync_weights(step)
+            timings["time/sync_weights"] = time.perf_counter() - start
+            mark = time.perf_counter()
+            epochs = []
+            for epoch in range(config.rollout.rollout_epoch):
+                epoch_start = time.perf_counter()
+                options = training_options(config, step, epoch)
+                seed = int(np.random.default_rng([config.runner.seed, step, epoch]).integers(2**31))
+                video = self.video_dir / f"train_step_{step + 1}.mp4" if epoch == 0 and self.records_video(step) else None
+                epochs.append(run_episodes(self.shards, options, layout.chunk_steps, config.rollout.deterministic, seed,
+                                           video_path=None if video is None else str(video),
+                                           video_info=config.runner.video_info))
+                self.deadline.measured(time.perf_counter() - epoch_start)
+            timings["time/generate_rollouts"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
         batch, metrics = build_batch(concat_epochs(epochs), config.algorithm)
@@ -191,6 +271,11 @@ class Trainer:
             for name in per_rank[0]:
                 metrics[train_metric_name(name)] = float(np.mean([m[name] for m in per_rank]))
         timings["time/actor_training"] = time.perf_counter() - mark
+        self.deadline.measured(timings["time/actor_training"])
+        metrics["env/restarts"] = float(self.env_restarts - self.restarts_logged)
+        self.restarts_logged = self.env_restarts
+        if metrics["env/restarts"]:
+            self.write_workers()
         for name in EPISODE_STATISTICS:
             metrics[f"env/{name}"] = float(np.mean(np.concatenate([e[name] for e in epochs]).astype(np.float64)))
         metrics.update(success_per_task(epochs))
@@ -217,6 +302,7 @@ class Trainer:
         video_dir = self.video_dir / f"eval_step_{step}" if config.eval.video else None
         report = evaluate_config(config, self.eval_shards, self.eval_layout.chunk_steps, video_dir)
         report["metrics"]["time/eval"] = time.perf_counter() - start
+        self.deadline.measured(report["metrics"]["time/eval"])
         logger.log(step, report["metrics"])
         return report
 
@@ -237,8 +323,11 @@ class Trainer:
         )
 
     def close(self) -> None:
-        for group in dict.fromkeys((self.env, self.eval_shards.env, self.rollout, self.actor)):
+        """Stop the workers and the orphan watcher (console scripts leave the watcher to end with them)."""
+        for group in self.groups:
             group.kill()
+        if self.reaper is not None:
+            stop_reaper(self.reaper)
 
 
 def actor_threads(config: VlarlConfig) -> int:

@@ -144,6 +144,15 @@ def check_training(config: VlarlConfig) -> None:
             f"rollout.video_interval must be >= 0 (0: no training videos), got {config.rollout.video_interval}")
 
 
+def check_cluster_limits(config: VlarlConfig) -> None:
+    """The deadlines and the env restart limit."""
+    cluster = config.cluster
+    require(cluster.start_timeout > 0, f"cluster.start_timeout must be > 0 seconds, got {cluster.start_timeout}")
+    require(cluster.call_timeout is None or cluster.call_timeout > 0,
+            f"cluster.call_timeout must be > 0 seconds or null (derived from measured times), got {cluster.call_timeout}")
+    require(cluster.max_env_restarts >= 0, f"cluster.max_env_restarts must be >= 0, got {cluster.max_env_restarts}")
+
+
 def validate(config: VlarlConfig, training: bool = True) -> Layout:
     """Check the config and return the derived layout; ``training=False`` checks only what an evaluation
     of a saved policy reads (env, policy, placement and episode length), not batch sizes or the algorithm."""
@@ -151,6 +160,7 @@ def validate(config: VlarlConfig, training: bool = True) -> Layout:
     if training:
         check_training(config)
     require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
+    check_cluster_limits(config)
     placement = parse_component_placement(config.cluster.component_placement)
     check_policy(config)
     probe = check_env(config)

@@ -19,6 +19,7 @@ from torch import nn
 import vlarl_algos
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig
 from vlarl_trainer.rl.workers.policy_loading import load_policy
+from vlarl_trainer.rl.workers.process import WorkerProcess
 
 
 class EvaluateModule(nn.Module):
@@ -49,7 +50,7 @@ def lr_lambda(schedule: str, warmup_steps: int, total_steps: int):
     return factor
 
 
-class ActorWorker:
+class ActorWorker(WorkerProcess):
     def __init__(
         self,
         rank: int,
@@ -62,6 +63,7 @@ class ActorWorker:
         total_optimizer_steps: int,
         threads: int,
     ) -> None:
+        self.enable_stack_dumps()
         self.rank, self.world_size = rank, world_size
         self.actor, self.algorithm = actor, algorithm
         self.policy = load_policy(policy_path, threads).train()
@@ -94,9 +96,6 @@ class ActorWorker:
             return fully_shard(module)
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(module, device_ids=device_ids, find_unused_parameters=True)
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The policy's state dict on CPU, for the rollout workers."""

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from vlarl_trainer.rl.workers.process import WorkerProcess
+
 POLICY_KEYS = ("main_images", "wrist_images", "states", "task_description")
 """Observation keys the policy reads; privileged_state stays in the env worker."""
 
@@ -40,12 +42,13 @@ class StageRecord:
         return self.dones[-1]
 
 
-class EnvWorker:
+class EnvWorker(WorkerProcess):
     """Holds ``stage_num`` episode vector envs of ``envs_per_stage`` envs each."""
 
     def __init__(
         self, env_id: str, env_kwargs: dict[str, Any], action_chunk: int, envs_per_stage: int, stage_num: int
     ) -> None:
+        self.enable_stack_dumps()
         from vlarl_envs import family_of
 
         family = family_of(env_id)
@@ -56,9 +59,6 @@ class EnvWorker:
         """The instruction of stage 0's first env, which videos follow."""
         self.frames: list[tuple[np.ndarray, float, bool]] | None = None
         """Stage 0's first env while a video records: each image with the reward and success that came with it."""
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def reset(self, stage: int, options: list[dict[str, Any]], record_video: bool = False) -> dict[str, Any]:
         """Start one episode per env of ``stage`` with the given reset options."""

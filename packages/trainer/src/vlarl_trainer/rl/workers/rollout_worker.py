@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from typing import Any
 
@@ -11,17 +10,16 @@ import numpy as np
 import torch
 
 from vlarl_trainer.rl.workers.policy_loading import load_policy
+from vlarl_trainer.rl.workers.process import WorkerProcess
 
 
-class RolloutWorker:
+class RolloutWorker(WorkerProcess):
     def __init__(self, policy_path: str, threads: int) -> None:
+        self.enable_stack_dumps()
         self.policy = load_policy(policy_path, threads).eval()
         self.version = -1
         self.generator = torch.Generator()
         self.buffers: dict[Any, dict[str, list]] = {}
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
         """Take the actor's weights (a broadcast object shared by every rollout worker); ``version`` is

@@ -1,0 +1,22 @@
+"""A training run of seconds, for tests and benchmarks that need a whole run rather than a real one.
+
+    vlarl-train recipe=metaworld_10_ppo_openpi_tiny <SMALL_RUN ...> runner.max_steps=2
+
+Two envs of MetaWorld reach-v3 at 64 px play 10-step episodes (two chunk steps), one rollout epoch
+a step, in one pipeline stage; the update makes two passes of two micro-batches.
+"""
+
+SMALL_RUN = [
+    "env.id=vlarl/MetaWorld-reach-v3",
+    "env.num_envs=2",
+    "env.max_steps=10",
+    "rollout.rollout_epoch=1",
+    "rollout.pipeline_stage_num=1",
+    "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10}",
+    "actor.global_batch_size=4",
+    "actor.micro_batch_size=2",
+    "actor.update_epoch=2",
+    "eval.at_start=false",
+    "eval.episodes_per_task=1",
+    "runner.progress=false",
+]

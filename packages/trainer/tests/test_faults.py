@@ -1,0 +1,278 @@
+"""What a run survives: stop signals, a hung worker, a dying env process, a killed driver.
+
+Each fault is injected into a tiny training run of MetaWorld reach-v3; the fault table of the
+trainer README lists what these tests show.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from vlarl_envs.testing import require_simulator
+
+require_simulator("metaworld")
+
+from vlarl_trainer.rl.cluster import start_ray  # noqa: E402  (before ray: it configures Ray's start-up)
+
+import ray  # noqa: E402,I001
+from vlarl_trainer.config import load_config  # noqa: E402
+from vlarl_trainer.metrics import read_metrics as read_logged  # noqa: E402
+from vlarl_trainer.testing import SMALL_RUN  # noqa: E402
+from vlarl_trainer.rl.cluster import WorkerFailure, WorkerHang  # noqa: E402
+from vlarl_trainer.rl.runner import Trainer  # noqa: E402
+from vlarl_trainer.rl.stopping import RunStopped  # noqa: E402
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
+
+RECIPE = "recipe=metaworld_10_ppo_openpi_tiny"
+EXITED_WITHIN = 20.0
+"""Seconds every process of a run may outlive its end."""
+
+
+@pytest.fixture(scope="module")
+def embedded_ray():
+    start_ray(None, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def make_trainer(tmp_path, *overrides, name="run"):
+    return Trainer(load_config([RECIPE, *SMALL_RUN, f"runner.output_dir={tmp_path}", f"runner.name={name}", *overrides]))
+
+
+def read_metrics(run_dir) -> dict[int, dict]:
+    return read_logged(Path(run_dir) / "metrics.jsonl")
+
+
+def assert_same_training(expected: dict, got: dict) -> None:
+    """Every logged figure but the timings and the restart count agrees."""
+    for name, value in expected.items():
+        if not name.startswith("time/") and name != "env/restarts":
+            assert got[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
+
+
+# ---------------------------------------------------------------------------------------------- in process
+
+
+def test_a_hung_env_worker_stops_the_run_with_its_stack(tmp_path, embedded_ray):
+    trainer = make_trainer(tmp_path, "cluster.call_timeout=15", "runner.max_steps=3")
+    try:
+        trainer.train_step(0)
+        trainer.save(1)
+
+        def sleep_in_step(worker):
+            def sleep_forever(*args, **kwargs):
+                time.sleep(10**6)
+
+            worker.stages[0].envs[0].step = sleep_forever
+
+        ray.get(trainer.env.workers[0].__ray_call__.remote(sleep_in_step))
+        started = time.perf_counter()
+        with pytest.raises(WorkerHang) as hang:
+            trainer.train_step(1)
+        assert time.perf_counter() - started < 15 + 30
+    finally:
+        trainer.close()
+    message = str(hang.value)
+    assert "found no answer within 15 s" in message
+    env_stack = message.split("--- env worker 0")[1].split("---")[0]
+    assert "sleep_forever" in env_stack and "in step" in env_stack
+    assert "--- actor worker 0" in message and "--- rollout worker 0" in message
+    import vlarl_policies
+
+    vlarl_policies.from_pretrained(trainer.run_dir / "checkpoints" / "step_1" / "policy")
+
+
+def crash_on_first_step(worker):
+    """Make the env worker's process exit mid-rollout, as a simulator's segfault ends it."""
+    def crash(*args, **kwargs):
+        os._exit(1)
+
+    worker.stages[0].envs[0].step = crash
+
+
+def test_a_crashed_env_worker_is_replaced_and_the_step_matches_an_unbroken_one(tmp_path, embedded_ray):
+    unbroken = make_trainer(tmp_path, "runner.max_steps=2", name="unbroken")
+    try:
+        expected = [unbroken.train_step(step) for step in range(2)]
+    finally:
+        unbroken.close()
+    broken = make_trainer(tmp_path, "runner.max_steps=2", name="broken")
+    try:
+        first_pid = json.loads((broken.run_dir / "workers.json").read_text())["env"][0]
+        got = [broken.train_step(0)]
+        ray.get(broken.env.workers[0].__ray_call__.remote(crash_on_first_step))
+        got.append(broken.train_step(1))
+        replaced_pid = json.loads((broken.run_dir / "workers.json").read_text())["env"][0]
+    finally:
+        broken.close()
+    assert [metrics["env/restarts"] for metrics in got] == [0.0, 1.0]
+    assert replaced_pid != first_pid and not psutil.pid_exists(first_pid)
+    for want, have in zip(expected, got):
+        assert_same_training(want, have)
+
+
+def test_env_restarts_past_the_limit_stop_the_run(tmp_path, embedded_ray):
+    trainer = make_trainer(tmp_path, "cluster.max_env_restarts=0", "runner.max_steps=2")
+    try:
+        trainer.train_step(0)
+        ray.get(trainer.env.workers[0].__ray_call__.remote(crash_on_first_step))
+        with pytest.raises(WorkerFailure, match=r"env worker 0 died 1 times in one rollout, past "
+                                                r"cluster.max_env_restarts=0"):
+            trainer.train_step(1)
+    finally:
+        trainer.close()
+
+
+def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_step(tmp_path, embedded_ray):
+    trainer = make_trainer(tmp_path, "runner.max_steps=3")
+
+    def slow_down(worker):
+        env = worker.stages[0].envs[0]
+        step = env.step
+
+        def slow_step(*args, **kwargs):
+            time.sleep(5)
+            return step(*args, **kwargs)
+
+        env.step = slow_step
+
+    ray.get(trainer.env.workers[0].__ray_call__.remote(slow_down))
+    signalled = []
+
+    def stop_during_the_second_rollout():
+        while 1 not in (read_metrics(trainer.run_dir) if (trainer.run_dir / "metrics.jsonl").exists() else {}):
+            time.sleep(0.1)
+        time.sleep(2)  # the second step's rollout takes 10 s
+        signalled.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    watcher = threading.Thread(target=stop_during_the_second_rollout, daemon=True)
+    handler = signal.getsignal(signal.SIGTERM)
+    watcher.start()
+    try:
+        with pytest.raises(RunStopped) as stopped:
+            trainer.run()
+        waited = time.perf_counter() - signalled[0]
+    finally:
+        trainer.close()
+    assert stopped.value.step == 1 and stopped.value.exit_code == 143
+    assert stopped.value.checkpoint == trainer.run_dir / "checkpoints" / "step_1"
+    assert waited < 6, f"the rollout's remaining 8 s were waited for ({waited:.1f} s)"
+    assert sorted(read_metrics(trainer.run_dir)) == [1]
+    assert signal.getsignal(signal.SIGTERM) is handler  # the run's handler is gone
+
+
+def test_limits_are_checked_before_any_worker_starts(tmp_path):
+    for setting, expected in [("cluster.call_timeout=0", "cluster.call_timeout must be > 0 seconds or null"),
+                              ("cluster.start_timeout=-1", "cluster.start_timeout must be > 0 seconds"),
+                              ("cluster.max_env_restarts=-1", "cluster.max_env_restarts must be >= 0")]:
+        with pytest.raises(ValueError, match=expected):
+            make_trainer(tmp_path, setting)
+
+
+# ------------------------------------------------------------------------------------------ whole commands
+
+
+def command(tmp_path, name, *overrides):
+    return [sys.executable, "-m", "vlarl_trainer", RECIPE, *SMALL_RUN, f"runner.output_dir={tmp_path}",
+            f"runner.name={name}", *overrides]
+
+
+def start(arguments) -> subprocess.Popen:
+    return subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_step(process: subprocess.Popen, run_dir: Path, step: int) -> None:
+    """Until the run has logged training step ``step``."""
+    deadline = time.time() + 600
+    while True:
+        metrics = run_dir / "metrics.jsonl"
+        if metrics.exists() and step in read_metrics(run_dir):
+            return
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.time() < deadline, f"step {step} not logged within 10 minutes"
+        time.sleep(0.2)
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def assert_all_gone(processes: list[psutil.Process]) -> None:
+    _, alive = psutil.wait_procs(processes, timeout=EXITED_WITHIN)
+    assert not alive, f"left running: {[(p.pid, p.name()) for p in alive]}"
+
+
+def test_sigterm_mid_step_checkpoints_and_the_resumed_run_matches_an_unbroken_one(tmp_path):
+    whole = subprocess.run(command(tmp_path, "whole", "runner.max_steps=3"), capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    run_dir = tmp_path / "stopped"
+    process = start(command(tmp_path, "stopped", "runner.max_steps=3"))
+    wait_for_step(process, run_dir, 1)
+    processes = descendants(process.pid)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-3000:]
+    stopped_after = int(stderr.split("stopped by SIGTERM after step ")[1].split(";")[0])
+    assert stopped_after in (1, 2)  # the rollout of step 2 is abandoned, its update finished
+    assert (run_dir / "checkpoints" / f"step_{stopped_after}" / "trainer_state.json").exists()
+    assert f"continue with: vlarl-train resume={run_dir}" in stderr
+    assert_all_gone(processes)
+
+    resumed = subprocess.run([sys.executable, "-m", "vlarl_trainer", f"resume={run_dir}"], capture_output=True,
+                             text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    expected, got = read_metrics(tmp_path / "whole"), read_metrics(run_dir)
+    assert sorted(got) == sorted(expected) == [1, 2, 3]
+    for step in expected:
+        assert_same_training(expected[step], got[step])
+
+
+def test_killed_driver_leaves_no_process_and_resume_auto_finishes_its_run(tmp_path):
+    arguments = command(tmp_path, "killed", "runner.max_steps=3", "runner.save_interval=1", "resume=auto")
+    process = start(arguments)
+    wait_for_step(process, tmp_path / "killed", 1)
+    processes = descendants(process.pid)
+    assert len(processes) >= 4  # Ray's own processes, the env, rollout and actor workers, the watcher
+    process.kill()
+    process.communicate()
+    assert_all_gone(processes)
+
+    again = subprocess.run(arguments, capture_output=True, text=True)  # the same command, resubmitted
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resume=auto: continuing {tmp_path / 'killed'}" in again.stdout
+    assert sorted(read_metrics(tmp_path / "killed")) == [1, 2, 3]
+    fresh = subprocess.run(command(tmp_path, "fresh", "runner.max_steps=1", "resume=auto"), capture_output=True,
+                           text=True)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert (tmp_path / "fresh" / "checkpoints" / "step_1").exists()
+
+
+def test_killed_env_worker_past_the_limit_stops_the_run_and_keeps_its_checkpoint(tmp_path):
+    process = start(command(tmp_path, "killed", "runner.max_steps=200", "runner.save_interval=1",
+                            "cluster.max_env_restarts=0"))
+    run_dir = tmp_path / "killed"
+    wait_for_step(process, run_dir, 1)
+    processes = descendants(process.pid)
+    env_pid = json.loads((run_dir / "workers.json").read_text())["env"][0]
+    os.kill(env_pid, signal.SIGKILL)
+    killed_at = time.time()
+    _, stderr = process.communicate(timeout=180)
+    assert process.returncode == 1, stderr[-3000:]
+    assert time.time() - killed_at < 120
+    assert "env worker" in stderr and "died" in stderr and "max_env_restarts=0" in stderr
+    assert f"(continue with resume={run_dir})" in stderr
+    assert_all_gone(processes)
+    import vlarl_policies
+
+    vlarl_policies.from_pretrained(run_dir / "checkpoints" / "step_1" / "policy")
