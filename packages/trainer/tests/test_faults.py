@@ -171,6 +171,30 @@ def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_
     assert signal.getsignal(signal.SIGTERM) is handler  # the run's handler is gone
 
 
+def test_resume_past_a_truncated_checkpoint_replays_from_the_intact_one(tmp_path, embedded_ray, capsys):
+    from vlarl_trainer.rl import checkpoint as checkpoints
+    from vlarl_trainer.rl.runner import resumed_config
+
+    first = make_trainer(tmp_path, "runner.max_steps=2", "runner.save_interval=1")
+    try:
+        first.run()
+    finally:
+        first.close()
+    expected = read_metrics(first.run_dir)[2]
+    weights = first.run_dir / "checkpoints" / "step_2" / "policy" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])  # a copy cut short: safetensors' "invalid header length"
+    resumed = Trainer(resumed_config(str(first.run_dir), []))
+    try:
+        assert resumed.start_step == 1
+        resumed.run()
+    finally:
+        resumed.close()
+    assert "checkpoint step_2 is damaged (policy/model.safetensors has 1000 bytes" in capsys.readouterr().out
+    assert (first.run_dir / "checkpoints" / "step_2.damaged").exists()
+    assert checkpoints.damage(first.run_dir / "checkpoints" / "step_2") == []
+    assert_same_training(expected, read_metrics(first.run_dir)[2])
+
+
 def test_limits_are_checked_before_any_worker_starts(tmp_path):
     for setting, expected in [("cluster.call_timeout=0", "cluster.call_timeout must be > 0 seconds or null"),
                               ("cluster.start_timeout=-1", "cluster.start_timeout must be > 0 seconds"),

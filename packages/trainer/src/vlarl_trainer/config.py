@@ -170,6 +170,9 @@ class RunnerConfig:
     """Run folder name under output_dir (default: the recipe name and the time)."""
     save_interval: int = 0
     """Checkpoint every N steps (0: only after the last step)."""
+    keep_last: int = 0
+    """How many of the newest checkpoints a run keeps (0: all). At least 2, so that a damaged newest
+    checkpoint always has an intact one before it to resume from."""
     logger: list[str] = field(default_factory=lambda: ["tensorboard"])
     """Any of tensorboard, wandb; metrics.jsonl is always written."""
     torch_threads: int = 1

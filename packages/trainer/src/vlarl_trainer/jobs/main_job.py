@@ -283,7 +283,7 @@ def rl_stage_config(job_dir: Path, config: VlarlConfig) -> tuple[VlarlConfig, in
     rl_dir = job_dir / config.runner.name
     if not rl_dir.exists():
         return config, None
-    latest = checkpoints.latest_checkpoint(rl_dir)
+    latest = checkpoints.latest_intact_checkpoint(rl_dir)
     if latest is None or not (rl_dir / "config.yaml").exists():
         set_aside(rl_dir)
         return config, None

@@ -28,6 +28,7 @@ from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
 from vlarl_trainer.rl.validation import Layout, validate, validate_evaluation_env
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+from vlarl_trainer.progress import write
 from vlarl_trainer.run_dirs import new_run_dir
 
 
@@ -99,7 +100,7 @@ class Trainer:
         self.resume_from: Path | None = None
         if config.resume is not None:
             self.run_dir = Path(config.resume)
-            latest = checkpoints.latest_checkpoint(self.run_dir)
+            latest = checkpoints.latest_intact_checkpoint(self.run_dir, report=write)
             # A run stopped before its first checkpoint starts again from its first policy.
             self.resume_from = latest
             self.start_step = 0 if latest is None else checkpoints.read_state(latest)["step"]
@@ -319,7 +320,7 @@ class Trainer:
         """Checkpoint policy, optimizer and scheduler (RNG streams are derived from the step)."""
         return checkpoints.write_checkpoint(
             self.run_dir, step, lambda tmp: self.actor.get(self.actor.call("save", str(tmp))),
-            {"seed": self.config.runner.seed, "version": step},
+            {"seed": self.config.runner.seed, "version": step}, keep_last=self.config.runner.keep_last,
         )
 
     def close(self) -> None:

@@ -145,12 +145,16 @@ def check_training(config: VlarlConfig) -> None:
 
 
 def check_cluster_limits(config: VlarlConfig) -> None:
-    """The deadlines and the env restart limit."""
+    """The deadlines, the env restart limit and how many checkpoints are kept."""
     cluster = config.cluster
     require(cluster.start_timeout > 0, f"cluster.start_timeout must be > 0 seconds, got {cluster.start_timeout}")
     require(cluster.call_timeout is None or cluster.call_timeout > 0,
             f"cluster.call_timeout must be > 0 seconds or null (derived from measured times), got {cluster.call_timeout}")
     require(cluster.max_env_restarts >= 0, f"cluster.max_env_restarts must be >= 0, got {cluster.max_env_restarts}")
+    keep_last = config.runner.keep_last
+    require(keep_last == 0 or keep_last >= 2,
+            f"runner.keep_last must be 0 (keep every checkpoint) or >= 2 (a damaged newest checkpoint needs an "
+            f"intact one before it), got {keep_last}")
 
 
 def validate(config: VlarlConfig, training: bool = True) -> Layout:
