@@ -6,7 +6,7 @@ every contract wrapper) and their ratio, in wall-clock time, for state observati
 runs alternate in short blocks and the median block is reported, so both see the same machine
 load; run it on an otherwise idle machine all the same.
 
-    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill] [--steps 2000] [--rounds 9]
+    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill|libero] [--steps 2000] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import vlarl_envs
 
 METAWORLD_TASK = "reach-v3"
 MANISKILL_TASK = "PickCube"
+LIBERO_ID = "vlarl/LIBERO-Spatial-v0"
 IMAGE_SIZE = 128
 
 
@@ -156,9 +157,77 @@ def maniskill_vector_rows(steps: int) -> None:
         print(f"| ManiSkill {MANISKILL_TASK}-v1 | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
 
 
+def libero_env(obs_mode: str, **env_kwargs) -> gym.Env:
+    """The vlarl LIBERO-Spatial env on its first task, never truncating (zero actions never succeed)."""
+    task = vlarl_envs.family_of(LIBERO_ID).tasks(LIBERO_ID)[0]
+    return gym.make(LIBERO_ID, obs_mode=obs_mode, image_size=IMAGE_SIZE, horizon=10**9, tasks=[task], **env_kwargs)
+
+
+def libero_pair(obs_mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(raw step, wrapped step) over one simulator instance: the raw side steps LIBERO's
+    OffScreenRenderEnv that the vlarl env holds and renders its two cameras with the same settings."""
+    from vlarl_envs.libero.simulator import MAIN_CAMERA, WRIST_CAMERA
+
+    env = libero_env(obs_mode)
+    wrapped_step = looping_stepper(env, np.zeros(7, np.float32))
+    simulator = env.unwrapped.simulator
+    action = np.zeros(7)
+
+    def raw_step() -> None:
+        simulator.step(action)
+        if obs_mode == "rgb":
+            for camera in (MAIN_CAMERA, WRIST_CAMERA):
+                simulator.sim.render(IMAGE_SIZE, IMAGE_SIZE, camera_name=camera)
+
+    return raw_step, wrapped_step
+
+
+def libero_as_openpi_builds_it() -> Callable[[], None]:
+    """A step of LIBERO's OffScreenRenderEnv with its defaults, as openpi's example builds it:
+    robosuite renders both cameras in every step, with shadows, reflections and multisampling."""
+    from vlarl_envs.libero.suites import LIBERO_SUITES, suite_tasks
+    from vlarl_envs.libero.simulator import load_simulator_modules
+
+    envs, _ = load_simulator_modules()
+    task = suite_tasks(LIBERO_SUITES["Spatial"].name)[0]
+    simulator = envs.OffScreenRenderEnv(bddl_file_name=str(task.bddl_file), camera_heights=IMAGE_SIZE,
+                                        camera_widths=IMAGE_SIZE, ignore_done=True)
+    simulator.reset()
+    simulator.set_init_state(task.init_states[0])
+    action = np.zeros(7)
+    return lambda: simulator.step(action)
+
+
+def libero_rows(steps: int, rounds: int) -> None:
+    rgb = f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}, 2 cameras"
+    for mode, obs_mode, n in (("state", "state", steps // 10), (rgb, "rgb", steps // 25)):
+        raw_step, wrapped_step = libero_pair(obs_mode)
+        runners = {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)}
+        if obs_mode == "rgb":
+            upstream_step = libero_as_openpi_builds_it()
+            runners["upstream"] = lambda: steps_per_second(upstream_step, n)
+        rates = alternate(runners, rounds)
+        report_overhead("LIBERO-Spatial", mode, rates)
+        if obs_mode == "rgb":
+            report_overhead("LIBERO-Spatial", f"{rgb}; raw = OffScreenRenderEnv defaults",
+                            {"raw": rates["upstream"], "wrapped": rates["wrapped"]})
+
+
+def libero_vector_rows(steps: int) -> None:
+    for mode, kwargs, n in (
+        ("state", {"obs_mode": "state"}, steps // 10),
+        (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}, 2 cameras", {"obs_mode": "rgb", "image_size": IMAGE_SIZE}, steps // 25),
+    ):
+        task = vlarl_envs.family_of(LIBERO_ID).tasks(LIBERO_ID)[0]
+        one = vector_throughput(LIBERO_ID, 1, n, horizon=10**9, tasks=[task], **kwargs)
+        two = vector_throughput(LIBERO_ID, 2, n, horizon=10**9, tasks=[task], **kwargs)
+        print(f"| LIBERO-Spatial | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
+
+
 FAMILIES = {
     "metaworld": (metaworld_rows, metaworld_vector_rows),
     "maniskill": (maniskill_rows, maniskill_vector_rows),
+    "libero": (libero_rows, libero_vector_rows),
 }
 
 

@@ -59,8 +59,8 @@ def test_variant_recipe_inherits_and_overrides():
 
 
 def test_missing_env_family_says_so():
-    config = load_config(["recipe=libero_10_ppo_openpi", "policy.pretrained=/nowhere"])
-    with pytest.raises(ValueError, match="'vlarl/LIBERO-10-v0' is not available in this vlarl version"):
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", "env.id=vlarl/CALVIN-ABC-D-v0"])
+    with pytest.raises(ValueError, match="'vlarl/CALVIN-ABC-D-v0' is not available in this vlarl version"):
         validate(config)
 
 

@@ -9,6 +9,8 @@ from importlib.metadata import version as _installed_version
 from vlarl_envs.families import FAMILIES, EnvFamily, family_of, register_family
 from vlarl_envs.gsenv.family import GSENV_FAMILY
 from vlarl_envs.gsenv.registration import register_gsenv
+from vlarl_envs.libero.family import LIBERO_FAMILY
+from vlarl_envs.libero.registration import register_libero
 from vlarl_envs.maniskill.family import MANISKILL_FAMILY
 from vlarl_envs.maniskill.registration import register_maniskill
 from vlarl_envs.metaworld.family import METAWORLD_FAMILY
@@ -21,7 +23,8 @@ __version__ = _installed_version("vlarl-envs")
 register_metaworld()
 register_maniskill()
 register_gsenv()
-for _family in (METAWORLD_FAMILY, MANISKILL_FAMILY, GSENV_FAMILY):
+register_libero()
+for _family in (METAWORLD_FAMILY, MANISKILL_FAMILY, GSENV_FAMILY, LIBERO_FAMILY):
     register_family(_family)
 
 __all__ = ["FAMILIES", "EnvFamily", "__version__", "family_of", "make_vec", "register_family", "wrap_contract"]

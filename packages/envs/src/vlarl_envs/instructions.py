@@ -2,7 +2,8 @@
 
 The canonical sentence is what training sees; paraphrases are held out for the
 out-of-distribution (``semantic``) split, so a policy that memorised the training strings
-can be told apart from one that reads them.
+can be told apart from one that reads them. A family whose benchmark fixes one sentence per task
+and has no ``semantic`` split (LIBERO) keeps tasks without paraphrases.
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ class InstructionSet:
     """Instructions of a task family.
 
     Attributes:
-        sentences: task name -> (canonical, paraphrase, paraphrase, ...).
+        sentences: task name -> (canonical, paraphrase, paraphrase, ...); the paraphrases may be
+            none where the family has no ``semantic`` split.
     """
 
     sentences: Mapping[str, Sequence[str]]
 
     def __post_init__(self) -> None:
         for task, options in self.sentences.items():
-            if len(options) < 2:
-                raise ValueError(f"task {task!r} needs a canonical instruction and at least one paraphrase")
+            if len(options) < 1:
+                raise ValueError(f"task {task!r} needs a canonical instruction")
             for sentence in options:
                 if not INSTRUCTION_SPACE.contains(sentence):
                     raise ValueError(f"instruction {sentence!r} of task {task!r} is outside the instruction charset")
@@ -44,4 +46,6 @@ class InstructionSet:
         if not paraphrase:
             return self.canonical(task)
         options = self.paraphrases(task)
+        if not options:
+            raise ValueError(f"task {task!r} has no paraphrases to choose from")
         return options[int(rng.integers(len(options)))]

@@ -1,0 +1,237 @@
+"""LIBERO (Franka Panda, robosuite on MuJoCo) behind the vlarl contract.
+
+Task Description:
+    One suite of LIBERO (Spatial, Object, Goal, 10 = Long, 90), a task of it per reset, drawn or
+    fixed by ``options["task"]``. The instruction is LIBERO's own language for the task.
+
+Randomizations:
+    ``test`` is LIBERO's evaluation protocol: episode k plays task k // 50 (of the env's tasks,
+    wrapping around) from its fixed initial state k % 50, or, with ``options["task"]``, that
+    task from state k % 50; a 10-task suite has 500 test episodes. ``train`` draws a task and
+    one of its 50 states with a generator seeded by the episode id, then shifts every movable
+    object by up to ``train_shift`` metres in x and y, so training never starts from a test state.
+    Fixtures (cabinets, stoves), which LIBERO places anew at every reset outside its initial
+    states, are placed by its sampler seeded from the episode too. After either, ``settle_steps``
+    steps of no motion with the gripper open let objects come to rest (openpi waits 10) before
+    the first observation.
+
+Success Conditions:
+    LIBERO's own predicate over the task's bddl goal (``check_success``, what its ``done`` reports).
+    The episode terminates on success unless ``terminate_on_success=False`` and truncates after
+    ``horizon`` steps (the suite's, as openpi caps them).
+
+Observations: ``main_images`` from ``agentview`` and ``wrist_images`` from the eye-in-hand
+camera, both rotated 180 degrees as LIBERO's datasets are; ``states`` = end-effector position,
+its axis-angle and the two finger joints (8,); ``task_description``. Actions: 7-D, the
+end-effector position and rotation deltas of robosuite's OSC_POSE controller and the gripper,
+all in [-1, 1]; gripper -1 opens, +1 closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from vlarl_envs.contract import (
+    check_obs_mode,
+    image_shape,
+    observation_space,
+    validate_action,
+    validate_choice,
+    validate_options,
+)
+from vlarl_envs.libero.simulator import (
+    MAIN_CAMERA,
+    SETTLE_ACTION,
+    WRIST_CAMERA,
+    build_simulator,
+    proprioception,
+    render_camera,
+    reset_seeded,
+    shift_objects,
+)
+from vlarl_envs.libero.suites import INIT_STATES_PER_TASK, LiberoTask
+
+SPLITS = ("train", "test")
+SPLIT_STREAMS = {"train": 0, "test": 1}
+"""Seed stream of each split's generator; ``test`` draws nothing but the task of a bare reset."""
+
+STATE_LOW = np.array([-2.0, -2.0, -1.0, -2 * np.pi, -2 * np.pi, -2 * np.pi, -0.1, -0.1])
+STATE_HIGH = np.array([2.0, 2.0, 3.0, 2 * np.pi, 2 * np.pi, 2 * np.pi, 0.1, 0.1])
+"""Bounds of ``states``: a workspace of metres around the robot, axis-angles up to a full turn,
+Panda fingers (0.04 m travel each) with room for contact overshoot."""
+
+
+class LiberoEnv(gym.Env):
+    """One LIBERO suite (or a subset of its tasks) with LIBERO's instructions, cameras and episodes."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        tasks: Sequence[LiberoTask],
+        horizon: int,
+        env_id: str = "vlarl/LIBERO",
+        obs_mode: str = "rgb",
+        image_size: int | tuple[int, int] = 224,
+        fast_render: bool = True,
+        terminate_on_success: bool = True,
+        split: str = "train",
+        settle_steps: int = 10,
+        train_shift: float = 0.01,
+        render_mode: str | None = None,
+    ) -> None:
+        """
+        Args:
+            tasks: the LIBERO tasks this env plays, in their suite's order.
+            horizon: policy steps before truncation (settle steps not counted).
+            env_id: the registered id, used in error messages.
+            obs_mode: "rgb" (both cameras + state) or "state".
+            image_size: camera resolution, int or (H, W); default 224x224.
+            fast_render: no shadows, reflections or multisampling (3-4x faster frames on a CPU).
+            terminate_on_success: end the episode on the first success step.
+            split: default split for resets without ``options["split"]``.
+            settle_steps: zero-motion steps after every reset, before the first observation.
+            train_shift: half-width in metres of the uniform x and y shift of every movable
+                object in ``train`` episodes.
+            render_mode: None or "rgb_array" (returns the main camera image).
+        """
+        if not tasks:
+            raise ValueError(f"{env_id}: expected at least one task, got none")
+        check_obs_mode(obs_mode)
+        validate_choice(env_id, "split", split, SPLITS)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if horizon <= 0 or settle_steps < 0 or train_shift < 0:
+            raise ValueError(f"{env_id}: need horizon > 0, settle_steps >= 0 and train_shift >= 0, got "
+                             f"{horizon}, {settle_steps}, {train_shift}")
+        self.env_id = env_id
+        self.tasks = {task.name: task for task in tasks}
+        self.horizon = int(horizon)
+        self.obs_mode = obs_mode
+        self.image_size = image_shape(image_size)[:2]
+        self.fast_render = fast_render
+        self.terminate_on_success = terminate_on_success
+        self.split = split
+        self.settle_steps = int(settle_steps)
+        self.train_shift = float(train_shift)
+        self.render_mode = render_mode
+        self.observation_space = observation_space(obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True)
+        self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
+        self._simulator: Any = None
+        self._simulator_task: str | None = None
+        self._task: str | None = None
+        self._elapsed = 0
+        self._robot_obs: dict[str, np.ndarray] = {}
+        self._last_image: np.ndarray | None = None
+        self.defer_images = False
+        """While true, steps leave the images out (see ``vlarl_envs.wrappers.DefersImages``)."""
+
+    @property
+    def task(self) -> str | None:
+        """The task of the current episode (None before the first reset)."""
+        return self._task
+
+    @property
+    def simulator(self) -> Any:
+        """LIBERO's ``OffScreenRenderEnv`` of the current task, for inspection (``sim``, ``env``)."""
+        if self._task is None:
+            raise RuntimeError(f"{self.env_id}: call reset() first")
+        return self._simulator
+
+    def _simulator_of(self, task: str) -> Any:
+        """The task's simulator; the previous task's is closed first, so one model is held at a time."""
+        if self._simulator_task != task:
+            if self._simulator is not None:
+                self._simulator.close()
+                self._simulator = None
+            self._simulator = build_simulator(self.tasks[task], self.fast_render)
+            self._simulator_task = task
+        return self._simulator
+
+    def episode_start(self, split: str, episode_id: int, task: str | None) -> tuple[str, int, np.random.Generator]:
+        """The task, the index of its initial state and the generator of the rest of an episode."""
+        names = list(self.tasks)
+        rng = np.random.default_rng([SPLIT_STREAMS[split], episode_id])
+        if split == "test":
+            if task is None:
+                task = names[(episode_id // INIT_STATES_PER_TASK) % len(names)]
+            return task, episode_id % INIT_STATES_PER_TASK, rng
+        if task is None:
+            task = names[int(rng.integers(len(names)))]
+        return task, int(rng.integers(INIT_STATES_PER_TASK)), rng
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = validate_options(self.env_id, options)
+        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLITS)
+        episode_id = options.get("episode_id")
+        if episode_id is None:
+            episode_id = int(self.np_random.integers(2**31))
+        chosen = validate_choice(self.env_id, "task", options["task"], self.tasks) if "task" in options else None
+        task, state_index, rng = self.episode_start(split, int(episode_id), chosen)
+        simulator = self._simulator_of(task)
+        reset_seeded(simulator, int(rng.integers(2**32)))
+        self._robot_obs = simulator.set_init_state(self.tasks[task].init_states[state_index])
+        if split == "train" and self.train_shift > 0:
+            shift_objects(simulator.sim, rng, self.train_shift)
+        for _ in range(self.settle_steps):
+            self._robot_obs, *_ = simulator.step(SETTLE_ACTION)
+        self._task = task
+        self._elapsed = 0
+        success = bool(simulator.check_success())
+        info = {"success": success, "is_success": success, "task": task, "episode_id": int(episode_id),
+                "split": split, "init_state": state_index}
+        return self._observation(), info
+
+    def step(self, action):
+        if self._task is None:
+            raise RuntimeError(f"{self.env_id}: call reset() before step()")
+        action = validate_action(self.env_id, action, self.action_space)
+        self._robot_obs, reward, done, _ = self._simulator.step(action.astype(np.float64))
+        self._elapsed += 1
+        success = bool(done)
+        terminated = success and self.terminate_on_success
+        truncated = self._elapsed >= self.horizon and not terminated
+        info = {"success": success, "is_success": success, "task": self._task}
+        return self._observation(), float(reward), terminated, truncated, info
+
+    def _observation(self) -> dict[str, Any]:
+        observation: dict[str, Any] = {}
+        self._last_image = None
+        if self.obs_mode == "rgb" and not self.defer_images:
+            observation.update(self._render_cameras())
+        observation["states"] = proprioception(self._robot_obs)
+        observation["task_description"] = self.tasks[self._task].language
+        return observation
+
+    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """``observation`` with the camera images of the current state, if it lacks them."""
+        if self.obs_mode != "rgb" or "main_images" in observation:
+            return observation
+        return {**self._render_cameras(), **observation}
+
+    def _render_cameras(self) -> dict[str, np.ndarray]:
+        height, width = self.image_size
+        sim = self._simulator.sim
+        self._last_image = render_camera(sim, MAIN_CAMERA, height, width)
+        return {"main_images": self._last_image, "wrist_images": render_camera(sim, WRIST_CAMERA, height, width)}
+
+    def render(self):
+        if self.render_mode != "rgb_array" or self._task is None:
+            return None
+        if self._last_image is None:
+            height, width = self.image_size
+            self._last_image = render_camera(self._simulator.sim, MAIN_CAMERA, height, width)
+        return self._last_image
+
+    def close(self):
+        if self._simulator is not None:
+            self._simulator.close()
+            self._simulator = None
+            self._simulator_task = None
+        super().close()
