@@ -8,12 +8,14 @@ from vlarl_trainer.config import available_recipes, load_config
 from vlarl_trainer.rl.validation import validate
 
 CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise", "metaworld_10_grpo_openpi_tiny",
-               "metaworld_10_ppo_openvlaoft_tiny", "metaworld_10_grpo_openvlaoft_tiny"]
+               "metaworld_10_ppo_openvlaoft_tiny", "metaworld_10_grpo_openvlaoft_tiny", "metaworld_45_ppo_openpi_tiny",
+               "metaworld_50_ppo_openpi_tiny", "metaworld_50_ppo_openpi_pi05_tiny"]
 MANISKILL_CPU_RECIPES = ["maniskill_ppo_openvla_tiny", "maniskill_grpo_openvla_tiny", "maniskill_ppo_openvlaoft_tiny",
                          "maniskill_grpo_openvlaoft_tiny"]
 PUBLISHED_SIZE_RECIPES = ["metaworld_50_ppo_openpi", "libero_10_ppo_openpi", "gsenv_ppo_openpi_pi05",
                           "maniskill_ppo_openvla", "maniskill_grpo_openvla", "maniskill_ppo_openvlaoft",
-                          "maniskill_grpo_openvlaoft", "metaworld_50_grpo_openvlaoft"]
+                          "maniskill_grpo_openvlaoft", "metaworld_50_grpo_openvlaoft", "metaworld_45_ppo_openpi",
+                          "metaworld_50_ppo_openpi_pi05"]
 
 
 def test_seed_recipes_ship():
@@ -49,6 +51,25 @@ def test_published_openvla_recipes_make_their_policy_config(recipe):
                               **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
     assert policy.lora_rank == 32 and policy.llm_depth == 32 and config.algorithm.logprob_level == "token"
     assert (policy.action_chunk, config.algorithm.clip_high) == (config.env.action_chunk, 0.28)
+
+
+@pytest.mark.parametrize("recipe, tasks, scored_on", [
+    ("metaworld_45_ppo_openpi", 45, "vlarl/MetaWorld-ML45-test-v3"),
+    ("metaworld_45_ppo_openpi_tiny", 45, "vlarl/MetaWorld-ML45-test-v3"),
+    ("metaworld_50_ppo_openpi", 50, None),
+    ("metaworld_50_ppo_openpi_pi05", 50, None),
+    ("metaworld_50_ppo_openpi_tiny", 50, None),
+])
+def test_metaworld_suite_recipes_give_each_env_one_task(recipe, tasks, scored_on):
+    """An env count that is a multiple of the suite's tasks keeps one simulator per env (rl.runner.training_options);
+    ML45 trains on its 45 tasks and scores on the 5 held out."""
+    from vlarl_policies.registry import preset_config
+
+    config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
+    layout = validate(config)
+    assert config.env.num_envs % tasks == 0 and layout.action_dim == 4
+    assert config.eval.env_id == scored_on
+    preset_config(config.policy.name, config.policy.preset, **{**config.policy.kwargs, "action_chunk": 5})
 
 
 def test_variant_recipe_inherits_and_overrides():
