@@ -77,7 +77,7 @@ class Deadline:
     def expired(self, role: str, seconds: float) -> WorkerHang:
         stacks = "\n".join(group.stacks() for group in self.groups)
         return WorkerHang(
-            f"a call to a {role} worker found no answer within {seconds:.0f} s (cluster.call_timeout"
+            f"a call to {a_worker(role)} found no answer within {seconds:.0f} s (cluster.call_timeout"
             f"{'' if self.fixed is not None else ', derived from the measured step times'}); Python stacks "
             f"of the run's workers:\n{stacks}", role=role)
 
@@ -221,6 +221,11 @@ def gpu_bundles(num_devices: int):
     return group
 
 
+def a_worker(role: str) -> str:
+    """``an env worker``, ``a rollout worker``: the role with its article."""
+    return f"{'an' if role[:1] in 'aeiou' else 'a'} {role} worker"
+
+
 POLL_SECONDS = 0.5
 """How often a wait looks whether a stop signal asks it to give up."""
 
@@ -247,14 +252,14 @@ def wait_all(refs, role: str, deadline: Deadline | None = None, timeout: float |
     limit = timeout if timeout is not None else deadline.seconds() if deadline is not None else None
     if not wait_ready(refs if isinstance(refs, list) else [refs], deadline, limit):
         if deadline is None:
-            raise WorkerHang(f"a call to a {role} worker found no answer within {limit:.0f} s", role=role)
+            raise WorkerHang(f"a call to {a_worker(role)} found no answer within {limit:.0f} s", role=role)
         raise deadline.expired(role, limit)
     try:
         return ray.get(refs)
     except RayTaskError as error:
-        raise WorkerFailure(f"a {role} worker raised:\n{error}", role=role) from None
+        raise WorkerFailure(f"{a_worker(role)} raised:\n{error}", role=role) from None
     except RayActorError as error:
-        raise WorkerFailure(f"a {role} worker died:\n{error}", role=role, died=True,
+        raise WorkerFailure(f"{a_worker(role)} died:\n{error}", role=role, died=True,
                             actor_id=getattr(error, "actor_id", None)) from None
     except RayError as error:
-        raise WorkerFailure(f"a {role} worker could not run:\n{error}", role=role) from None
+        raise WorkerFailure(f"{a_worker(role)} could not run:\n{error}", role=role) from None
