@@ -185,3 +185,55 @@ def test_a_checkpoint_without_tokenizer_asks_for_one(tmp_path):
     save_model(layout, str(tmp_path / "ckpt" / "model.safetensors"))
     with pytest.raises(FileNotFoundError, match="pass tokenizer_dir="):
         load_tiny(tmp_path / "ckpt", "pi0")
+
+
+def act_with_seed(policy, obs) -> torch.Tensor:
+    torch.manual_seed(0)
+    return policy.act(obs).actions
+
+
+@pytest.mark.parametrize("name", ["pi0", "pi05"])
+def test_vlarl_convert_round_trips_the_published_layout(tmp_path, make_obs, name):
+    from safetensors.torch import load_file
+
+    from vlarl_policies.convert import main as convert
+    from vlarl_policies.pi0.checkpoint import published_to_ours
+
+    layout, _ = openpi_layout(name)
+    write_checkpoint(tmp_path / "published", layout)
+    stats = {"norm_stats": {"state": {"mean": [0.5] * 5, "std": [2.0] * 5, "q01": [-2.0] * 5, "q99": [4.0] * 5}}}
+    (tmp_path / "norm_stats.json").write_text(json.dumps(stats))
+    dims = ["--action-dim", str(ACTION_DIM), "--state-dim", str(STATE_DIM), "--preset", "tiny"]
+    assert convert(["import", name, str(tmp_path / "published"), str(tmp_path / "ours"), *dims,
+                    "--norm-stats", str(tmp_path / "norm_stats.json")]) == 0
+    imported = vlarl_policies.from_pretrained(tmp_path / "ours")
+    assert convert(["export", str(tmp_path / "ours"), str(tmp_path / "exported")]) == 0
+    # Both through the loader's renaming: PaliGemma's tied output head may stand under either name.
+    original = published_to_ours(load_file(str(tmp_path / "published" / "model.safetensors")))
+    exported = published_to_ours(load_file(str(tmp_path / "exported" / "model.safetensors")))
+    assert set(exported) == set(original)
+    for key, value in exported.items():
+        assert torch.equal(value, original[key]), key
+    reloaded = load_tiny(tmp_path / "exported", name, norm_stats=tmp_path / "exported" / "norm_stats.json")
+    obs = make_obs(2)
+    torch.testing.assert_close(act_with_seed(reloaded, obs), act_with_seed(imported, obs))
+    assert convert(["export", str(tmp_path / "ours"), str(tmp_path / "exported")]) == 2  # never overwritten
+
+
+def test_export_merges_lora_adapters_into_the_published_weights(tmp_path, make_obs):
+    from vlarl_policies.pi0.checkpoint import save_published
+
+    layout, _ = openpi_layout("pi0")
+    write_checkpoint(tmp_path / "published", layout)
+    policy = load_tiny(tmp_path / "published", "pi0", lora_rank=2)
+    with torch.no_grad():
+        for parameter_name, parameter in policy.named_parameters():
+            if "lora_B" in parameter_name:
+                parameter.normal_(std=0.05)
+    obs = make_obs(2)
+    adapted = act_with_seed(policy, obs)
+    save_published(policy, tmp_path / "merged")
+    merged = load_tiny(tmp_path / "merged", "pi0")
+    torch.testing.assert_close(act_with_seed(merged, obs), adapted, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(act_with_seed(load_tiny(tmp_path / "published", "pi0"), obs), adapted)
+

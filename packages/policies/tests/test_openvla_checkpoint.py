@@ -196,3 +196,56 @@ def test_unsupported_or_incomplete_checkpoints_say_why(tmp_path):
         load_tiny(tmp_path / "ckpt")
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_tiny(tmp_path)
+
+
+@pytest.mark.parametrize("name, extra", [("openvla", {}), ("openvla_oft", {"use_proprio": True, "lora_rank": 2})])
+def test_vlarl_convert_round_trips_the_published_layout(tmp_path, make_obs, name, extra):
+    from vlarl_policies.convert import main as convert
+    from vlarl_policies.openvla.checkpoint import save_published
+
+    layout, hf_config = published_layout()
+    state = write_checkpoint(tmp_path / "published", layout, hf_config)
+    policy = load_tiny(tmp_path / "published", name, unnorm_key="bridge_orig", **extra)
+    with torch.no_grad():  # adapters that change the function, so that the export has to merge them
+        for parameter_name, parameter in policy.named_parameters():
+            if "lora_B" in parameter_name:
+                parameter.normal_(std=0.05)
+    obs = make_obs(2)
+    expected = policy.act(obs, deterministic=True)
+    policy.save_pretrained(tmp_path / "ours")
+    assert convert(["export", str(tmp_path / "ours"), str(tmp_path / "exported")]) == 0
+    exported = load_file(str(tmp_path / "exported" / "model.safetensors"))
+    assert set(state) <= set(exported)  # every published weight under its published name, scale_factor included
+    if not extra:
+        for key, value in state.items():
+            assert torch.equal(exported[key], value.float()), key
+    dims = ["--action-dim", str(ACTION_DIM), "--state-dim", str(STATE_DIM), "--preset", "tiny"]
+    settings = [f"--set={field}={json.dumps(value)}" for field, value in extra.items() if field != "lora_rank"]
+    assert convert(["import", name, str(tmp_path / "exported"), str(tmp_path / "again"), *dims,
+                    "--unnorm-key", "bridge_orig", *settings]) == 0
+    import vlarl_policies
+
+    again = vlarl_policies.from_pretrained(tmp_path / "again")
+    assert again.config.norm_stats == NORM_STATS
+    got = again.act(obs, deterministic=True)
+    torch.testing.assert_close(got.actions, expected.actions)
+    if extra:
+        assert torch.equal(again.proprio_projector.fc1.weight, policy.proprio_projector.fc1.weight)
+    with pytest.raises(FileExistsError):
+        save_published(policy, tmp_path / "exported")
+
+
+def test_vlarl_convert_says_what_it_expected(tmp_path, capsys):
+    from vlarl_policies.convert import main as convert
+
+    assert convert(["import", "openvla", str(tmp_path / "nowhere"), str(tmp_path / "out"), "--action-dim", "7",
+                    "--state-dim", "8", "--norm-stats", str(tmp_path / "norm_stats.json")]) == 2
+    assert "--norm-stats is for pi0 and pi05" in capsys.readouterr().err
+    assert convert(["import", "openvla", str(tmp_path / "nowhere"), str(tmp_path / "out"), "--action-dim", "7",
+                    "--state-dim", "8"]) == 2
+    assert "not a published OpenVLA checkpoint" in capsys.readouterr().err
+    assert convert(["import", "pi0", str(tmp_path), str(tmp_path / "out"), "--action-dim", "7", "--state-dim", "8",
+                    "--set", "lora_rank"]) == 2
+    assert "--set takes FIELD=VALUE, got 'lora_rank'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+

@@ -18,6 +18,9 @@ its shape, nothing unknown may be left, else a ValueError lists the differences.
 the state statistics are not part of a published VLA (RLinf's RL checkpoints carry a critic of
 another layout, which is skipped); they keep their initial values, and so does a proprio projector
 the checkpoint lacks (OFT fine-tuning starts one on top of openvla-7b).
+
+``save_published`` writes a policy back in this layout (LoRA adapters merged, the proprio projector
+inside the weights as in OFT's merged checkpoints), which ``load_published`` reads again.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from vlarl_policies.base import CONFIG_FILE, describe_key_mismatch
+from vlarl_policies.base import CONFIG_FILE, describe_key_mismatch, write_directory_atomically
 from vlarl_policies.openvla.modeling_openvla import OpenVLAPolicy
 from vlarl_policies.openvla.prismatic import DINO_MODEL, SIGLIP_MODEL
+from vlarl_policies.publishing import merged_weights
 from vlarl_policies.registry import preset_config
 from vlarl_policies.tokenizer import PromptTokenizer
 
@@ -191,3 +195,49 @@ def _proprio_stats(norm_stats: Mapping[str, Any], unnorm_key: str | None) -> Map
     dataset = norm_stats[unnorm_key if unnorm_key is not None else next(iter(norm_stats))]
     proprio = dataset.get("proprio")
     return proprio if proprio is not None and "q01" in proprio and "q99" in proprio else None
+
+
+# Our modules that a published VLA does not hold.
+NOT_PUBLISHED = ("value_head.", "observation_encoder.")
+
+
+def ours_to_published_key(key: str) -> str | None:
+    """The published name of one of our parameters (timm's ``gamma`` is OpenVLA's ``scale_factor``),
+    or None for what a published VLA does not hold."""
+    if key.startswith(NOT_PUBLISHED):
+        return None
+    if key.startswith("vision_backbone.") and key.endswith(".gamma"):
+        return key.removesuffix(".gamma") + ".scale_factor"
+    return key
+
+
+def published_config(policy: OpenVLAPolicy) -> dict[str, Any]:
+    """The ``config.json`` fields ``config_from_published`` reads, for ``policy``'s architecture."""
+    config = policy.config
+    text = {theirs: getattr(config, ours) for theirs, ours in TEXT_CONFIG_FIELDS}
+    return {
+        "norm_stats": config.norm_stats,
+        "n_action_bins": config.n_action_bins,
+        "use_fused_vision_backbone": True,
+        "timm_model_ids": [DINO_MODEL, SIGLIP_MODEL],
+        "image_sizes": [config.image_size, config.image_size],
+        "text_config": {**text, "vocab_size": config.vocab_size},
+        "pad_to_multiple_of": config.vocab_size - config.tokenizer_vocab_size,
+    }
+
+
+def save_published(policy: OpenVLAPolicy, path: str | Path) -> Path:
+    """Write ``policy`` as a published OpenVLA (or OFT merged) checkpoint to ``path`` (new or empty;
+    written under a temporary name, then renamed):
+    ``config.json``, ``model.safetensors`` (LoRA adapters merged into the policy first; an OFT proprio
+    projector inside it) and the tokenizer. ``load_published(path, name, action_dim=..., state_dim=...)``
+    reads it back."""
+    weights = {published: value for key, value in merged_weights(policy).items()
+               if (published := ours_to_published_key(key)) is not None}
+
+    def write(directory: Path) -> None:
+        save_file(weights, str(directory / "model.safetensors"))
+        (directory / CONFIG_FILE).write_text(json.dumps(published_config(policy), indent=2))
+        policy.tokenizer.save(directory)
+
+    return write_directory_atomically(Path(path), write, overwrite=False)

@@ -7,7 +7,9 @@ these onto our module names and loads strictly: every backbone weight must be th
 unknown may be left, otherwise a ValueError lists the missing and unexpected keys.
 
 Only the RL additions (value head, noise head), the state statistics and LoRA adapters are not
-expected in a published checkpoint; they keep their initial values.
+expected in a published checkpoint; they keep their initial values. ``save_published`` writes a
+policy back in the published layout (current transformers names, adapters merged, state statistics
+as openpi's ``norm_stats.json``), which ``load_published`` reads again.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from vlarl_policies.base import describe_key_mismatch
+from vlarl_policies.base import describe_key_mismatch, write_directory_atomically
 from vlarl_policies.pi0.modeling_pi0 import Pi0Policy
+from vlarl_policies.publishing import merged_weights
 from vlarl_policies.registry import preset_config
 from vlarl_policies.tokenizer import PromptTokenizer
 
@@ -149,3 +152,45 @@ def load_published(
     if norm_stats is not None:
         policy.set_state_stats(**read_state_stats(Path(norm_stats), use_quantiles=policy_config.state_in_prompt))
     return policy.eval()
+
+
+NORM_STATS_FILE = "norm_stats.json"
+
+
+def ours_to_published(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Our parameter names -> openpi-PyTorch's (transformers >= 4.52 spelling); the RL additions
+    (value and noise heads, state statistics) are left out."""
+    published: dict[str, Tensor] = {}
+    for key, value in state.items():
+        if key.startswith(NOT_PUBLISHED):
+            continue
+        for theirs, ours in PUBLISHED_TO_OURS:
+            if key.startswith(ours):
+                key = theirs + key[len(ours):]
+                break
+        published[key] = value
+    return published
+
+
+def save_published(policy: Pi0Policy, path: str | Path) -> Path:
+    """Write ``policy`` as a published openpi-PyTorch checkpoint to ``path`` (new or empty; written
+    under a temporary name, then renamed):
+    ``model.safetensors`` (LoRA adapters merged into the policy first), its ``tokenizer.json`` and,
+    when the policy holds state statistics, ``norm_stats.json`` ((mean, std) for pi0, (q01, q99) for
+    pi0.5). ``load_published(path, name, action_dim=..., state_dim=..., norm_stats=path /
+    "norm_stats.json")`` reads it back."""
+    weights = ours_to_published(merged_weights(policy))
+    normalizer = policy.observation_encoder.state_normalizer
+    offset, scale = normalizer.offset.tolist(), normalizer.scale.tolist()
+    stats = None
+    if any(value != 0.0 for value in offset) or any(value != 1.0 for value in scale):
+        stats = ({"q01": [o - s for o, s in zip(offset, scale)], "q99": [o + s for o, s in zip(offset, scale)]}
+                 if policy.config.state_in_prompt else {"mean": offset, "std": scale})
+
+    def write(directory: Path) -> None:
+        save_file(weights, str(directory / "model.safetensors"))
+        policy.tokenizer.save(directory)
+        if stats is not None:
+            (directory / NORM_STATS_FILE).write_text(json.dumps({"norm_stats": {"state": stats}}, indent=2))
+
+    return write_directory_atomically(Path(path), write, overwrite=False)
