@@ -69,3 +69,21 @@ def test_a_key_naming_fewer_components_wins_in_either_order():
 def test_component_placement_errors(placement, message):
     with pytest.raises(ValueError, match=message):
         parse_component_placement(placement)
+
+
+def test_rlinfs_shared_placement_runs_on_this_machines_devices():
+    """RLinf's examples place everything everywhere (``"env,rollout,actor": all``): on a machine without
+    GPUs that is one device, the CPU; ``cluster.num_devices`` says how many devices a cluster has."""
+    import torch
+
+    from vlarl_trainer.config import load_config
+    from vlarl_trainer.rl.validation import placement_devices
+
+    shared = ["recipe=metaworld_10_ppo_openpi_tiny", r"cluster.component_placement={env\,rollout\,actor: all}"]
+    assert placement_devices(load_config(shared)) == max(1, torch.cuda.device_count())
+    eight = load_config([*shared, "cluster.num_devices=8"])
+    assert parse_component_placement(eight.cluster.component_placement, placement_devices(eight))["actor"] == [
+        (device,) for device in range(8)]
+    with pytest.raises(ValueError, match="cluster.num_devices must be >= 1, got 0"):
+        placement_devices(load_config([*shared, "cluster.num_devices=0"]))
+

@@ -130,6 +130,9 @@ class ClusterConfig:
     """Devices of env, rollout and actor processes (rl.placement): by default one process of each on device
     0. A recipe's keys merge into this mapping, and a key naming fewer components wins, so a recipe's
     ``{env: 0-3, rollout: 4-7, actor: 0-7}`` replaces the default whole."""
+    num_devices: int | None = None
+    """The devices ``all`` in ``component_placement`` stands for (None: the GPUs torch sees on this
+    machine, or 1 on a machine without GPUs, where every device is one CPU slot)."""
     start_timeout: float = 900.0
     """Seconds every worker process has to start and answer; a worker that does not stops the run."""
     call_timeout: float | None = None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
+import torch
 
 from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, STRATEGIES, VlarlConfig
 from vlarl_trainer.rl.placement import parse_component_placement
@@ -144,6 +145,19 @@ def check_training(config: VlarlConfig) -> None:
             f"rollout.video_interval must be >= 0 (0: no training videos), got {config.rollout.video_interval}")
 
 
+def placement_devices(config: VlarlConfig) -> int | None:
+    """The device count placement strings are read against: ``cluster.num_devices`` when set (every range
+    must then exist), else, where a placement says ``all``, this machine's GPUs (1 without GPUs); else
+    None, and ranges are taken as written (a recipe for 8 GPUs validates on a laptop)."""
+    devices = config.cluster.num_devices
+    if devices is not None:
+        require(devices >= 1, f"cluster.num_devices must be >= 1, got {devices}")
+        return devices
+    if any("all" in str(value) for value in config.cluster.component_placement.values()):
+        return max(1, torch.cuda.device_count())
+    return None
+
+
 def check_cluster_limits(config: VlarlConfig) -> None:
     """The deadlines, the env restart limit and how many checkpoints are kept."""
     cluster = config.cluster
@@ -165,7 +179,7 @@ def validate(config: VlarlConfig, training: bool = True) -> Layout:
         check_training(config)
     require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
     check_cluster_limits(config)
-    placement = parse_component_placement(config.cluster.component_placement)
+    placement = parse_component_placement(config.cluster.component_placement, placement_devices(config))
     check_policy(config)
     probe = check_env(config)
     action_shape = probe.action_space.shape
