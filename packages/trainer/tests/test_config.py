@@ -72,6 +72,22 @@ def test_metaworld_suite_recipes_give_each_env_one_task(recipe, tasks, scored_on
     preset_config(config.policy.name, config.policy.preset, **{**config.policy.kwargs, "action_chunk": 5})
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("recipe", ["libero_spatial_ppo_openpi", "libero_spatial_ppo_openpi_quickstart", "libero_10_ppo_openpi",
+                                    "libero_10_grpo_openpi", "libero_10_ppo_openpi_pi05", "libero_10_grpo_openpi_pi05"])
+def test_rlinfs_libero_recipes_validate(recipe):
+    from vlarl_envs.testing import require_simulator
+
+    from vlarl_policies.registry import preset_config
+
+    require_simulator("libero")
+    config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
+    layout = validate(config)
+    assert (layout.action_dim, layout.state_dim) == (7, 8) and config.policy.preset == "base"
+    preset_config(config.policy.name, config.policy.preset,
+                  **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
+
+
 def test_variant_recipe_inherits_and_overrides():
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny_flownoise", "actor.lr=3e-5"])
     assert config.policy.kwargs["noise_method"] == "flow_noise"
