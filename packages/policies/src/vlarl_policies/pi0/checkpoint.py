@@ -52,24 +52,25 @@ UNUSED_KEYS = ("paligemma_with_expert.gemma_expert.lm_head.weight",)
 NOT_PUBLISHED = ("value_head.", "noise_head.", "observation_encoder.")
 
 
+def with_prefix_renamed(key: str, renames: tuple[tuple[str, str], ...]) -> str:
+    """``key`` with the first of the ``(old, new)`` prefixes it starts with replaced (unchanged if none)."""
+    for old, new in renames:
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
+
+
 def published_to_ours(state: dict[str, Tensor]) -> dict[str, Tensor]:
     """Rename a published state dict to our parameter names; unknown keys pass through unchanged."""
     renamed: dict[str, Tensor] = {}
     for key, value in state.items():
-        key = key.removeprefix("model.")
-        for old, new in LEGACY_RENAMES:
-            if key.startswith(old):
-                key = new + key[len(old):]
+        key = with_prefix_renamed(key.removeprefix("model."), LEGACY_RENAMES)
         if key in UNUSED_KEYS or key.endswith("embeddings.position_ids"):
             continue
         if key == TIED_OUTPUT_HEAD:
             renamed.setdefault(EMBEDDING, value)
             continue
-        for old, new in PUBLISHED_TO_OURS:
-            if key.startswith(old):
-                key = new + key[len(old):]
-                break
-        renamed[key] = value
+        renamed[with_prefix_renamed(key, PUBLISHED_TO_OURS)] = value
     return renamed
 
 
@@ -160,16 +161,9 @@ NORM_STATS_FILE = "norm_stats.json"
 def ours_to_published(state: dict[str, Tensor]) -> dict[str, Tensor]:
     """Our parameter names -> openpi-PyTorch's (transformers >= 4.52 spelling); the RL additions
     (value and noise heads, state statistics) are left out."""
-    published: dict[str, Tensor] = {}
-    for key, value in state.items():
-        if key.startswith(NOT_PUBLISHED):
-            continue
-        for theirs, ours in PUBLISHED_TO_OURS:
-            if key.startswith(ours):
-                key = theirs + key[len(ours):]
-                break
-        published[key] = value
-    return published
+    ours_to_theirs = tuple((ours, theirs) for theirs, ours in PUBLISHED_TO_OURS)
+    return {with_prefix_renamed(key, ours_to_theirs): value for key, value in state.items()
+            if not key.startswith(NOT_PUBLISHED)}
 
 
 def save_published(policy: Pi0Policy, path: str | Path) -> Path:

@@ -29,7 +29,7 @@ def write_checkpoint(run_dir: Path, step: int, write: Callable[[Path], None], st
     checkpoints stay."""
     root = run_dir / "checkpoints"
     root.mkdir(exist_ok=True)
-    target = root / f"step_{step}"
+    target = checkpoint_dir(run_dir, step)
     if target.exists():
         raise FileExistsError(f"checkpoint {target} exists already; checkpoints are never overwritten")
     partial = root / f".step_{step}.partial"
@@ -45,6 +45,11 @@ def write_checkpoint(run_dir: Path, step: int, write: Callable[[Path], None], st
         for _, old in complete_checkpoints(run_dir)[:-keep_last]:
             shutil.rmtree(old)
     return target
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    """Where the checkpoint of training step ``step`` lives (or will)."""
+    return run_dir / "checkpoints" / f"step_{step}"
 
 
 def file_record(path: Path) -> dict:

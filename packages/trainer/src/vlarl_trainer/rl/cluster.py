@@ -157,10 +157,8 @@ class WorkerGroup:
 
     def identify(self, timeout: float | None = None) -> list[int]:
         """Wait for every process to be up (within ``timeout``); returns their pids in rank order."""
-        hosts = self.get(self.call("host"), timeout)
-        pids = self.get(self.call("pid"), timeout)
-        self.processes = list(zip(hosts, pids))
-        return pids
+        self.processes = [tuple(where) for where in self.get(self.call("where"), timeout)]
+        return [pid for _, pid in self.processes]
 
     def rank_of(self, failure: WorkerFailure) -> int | None:
         """The rank of the worker a failure names, or None when it names none of this group's."""
@@ -172,9 +170,8 @@ class WorkerGroup:
         ray.kill(self.workers[rank], no_restart=True)
         options, args, kwargs = self.specs[rank]
         self.workers[rank] = self.remote_cls.options(**options).remote(*args, **kwargs)
-        host, pid = self.get([self.workers[rank].host.remote(), self.workers[rank].pid.remote()], timeout)
-        self.processes[rank] = (host, pid)
-        return pid
+        self.processes[rank] = tuple(self.get(self.workers[rank].where.remote(), timeout))
+        return self.processes[rank][1]
 
     def stacks(self) -> str:
         """Every process's Python stacks, dumped by its faulthandler (``workers.process``); processes on
@@ -246,14 +243,20 @@ def wait_ready(refs: list, deadline: Deadline | None, timeout: float | None) -> 
             raise Abandon
 
 
-def wait_all(refs, role: str, deadline: Deadline | None = None, timeout: float | None = None):
-    """``ray.get`` that names the failed worker and keeps its traceback; it waits ``timeout`` seconds,
-    or the deadline's, and a call that misses it stops the run with every worker's stacks."""
+def wait_in_time(refs: list, role: str, deadline: Deadline | None = None, timeout: float | None = None) -> None:
+    """Wait until every ref is ready, at most ``timeout`` seconds or the deadline's; a call that misses
+    it raises WorkerHang, with every worker's stacks when there is a deadline."""
     limit = timeout if timeout is not None else deadline.seconds() if deadline is not None else None
-    if not wait_ready(refs if isinstance(refs, list) else [refs], deadline, limit):
-        if deadline is None:
-            raise WorkerHang(f"a call to {a_worker(role)} found no answer within {limit:.0f} s", role=role)
-        raise deadline.expired(role, limit)
+    if wait_ready(refs, deadline, limit):
+        return
+    if deadline is None:
+        raise WorkerHang(f"a call to {a_worker(role)} found no answer within {limit:.0f} s", role=role)
+    raise deadline.expired(role, limit)
+
+
+def wait_all(refs, role: str, deadline: Deadline | None = None, timeout: float | None = None):
+    """``ray.get`` that names the failed worker and keeps its traceback, after ``wait_in_time``."""
+    wait_in_time(refs if isinstance(refs, list) else [refs], role, deadline, timeout)
     try:
         return ray.get(refs)
     except RayTaskError as error:

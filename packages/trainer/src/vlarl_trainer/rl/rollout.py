@@ -17,9 +17,7 @@ import numpy as np
 import torch
 
 from vlarl_trainer.progress import write
-from vlarl_trainer.rl.cluster import (
-    Deadline, WorkerFailure, WorkerGroup, WorkerHang, gpu_bundles, gpu_count, wait_ready,
-)
+from vlarl_trainer.rl.cluster import Deadline, WorkerFailure, WorkerGroup, gpu_bundles, gpu_count, wait_in_time
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
 
@@ -139,11 +137,7 @@ def play_episodes(
     if on_chunk is not None:  # every step is already submitted: waiting here leaves the pipeline as it is
         while stepped:
             references = stepped.pop(0)  # dropped once waited on, so Ray may free each step's observations
-            deadline = shards.env.deadline
-            seconds = deadline.seconds() if deadline is not None else None
-            if not wait_ready(references, deadline, seconds):
-                raise (deadline.expired("env", seconds) if deadline is not None
-                       else WorkerHang(f"an env step found no answer within {seconds} s", role="env"))
+            wait_in_time(references, "env", shards.env.deadline)
             on_chunk()
     for key in keys:
         shards.rollout_worker(key[0]).bootstrap.remote(key, observations[key])

@@ -232,7 +232,7 @@ class Trainer:
         """The checkpoint of the last finished step, written now unless it exists (None before any step)."""
         if self.finished_step == 0:
             return None
-        existing = self.run_dir / "checkpoints" / f"step_{self.finished_step}"
+        existing = checkpoints.checkpoint_dir(self.run_dir, self.finished_step)
         return existing if existing.exists() else self.save(self.finished_step)
 
     def train_step(self, step: int, stop: StopSignals | None = None) -> dict[str, float]:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
-import torch
 
 from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, STRATEGIES, VlarlConfig
 from vlarl_trainer.rl.placement import parse_component_placement
@@ -154,6 +153,8 @@ def placement_devices(config: VlarlConfig) -> int | None:
         require(devices >= 1, f"cluster.num_devices must be >= 1, got {devices}")
         return devices
     if any("all" in str(value) for value in config.cluster.component_placement.values()):
+        import torch
+
         return max(1, torch.cuda.device_count())
     return None
 

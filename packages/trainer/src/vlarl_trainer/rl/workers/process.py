@@ -33,8 +33,6 @@ class WorkerProcess:
         self._stack_output = open(stack_file(os.getpid()), "w")  # noqa: SIM115  (faulthandler keeps it open)
         faulthandler.register(STACK_SIGNAL, file=self._stack_output, all_threads=True)
 
-    def pid(self) -> int:
-        return os.getpid()
-
-    def host(self) -> str:
-        return socket.gethostname()
+    def where(self) -> tuple[str, int]:
+        """The host and pid of this process."""
+        return socket.gethostname(), os.getpid()
