@@ -195,6 +195,27 @@ def test_resume_past_a_truncated_checkpoint_replays_from_the_intact_one(tmp_path
     assert_same_training(expected, read_metrics(first.run_dir)[2])
 
 
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_its_first_policy(tmp_path, embedded_ray):
+    import shutil
+
+    from vlarl_trainer.rl.runner import resumed_config
+
+    first = make_trainer(tmp_path, "runner.max_steps=1", "runner.save_interval=1")
+    try:
+        first.run()
+    finally:
+        first.close()
+    expected = read_metrics(first.run_dir)[1]
+    shutil.rmtree(first.run_dir / "checkpoints")  # killed after logging step 1, before its checkpoint landed
+    resumed = Trainer(resumed_config(str(first.run_dir), []))
+    try:
+        assert resumed.start_step == 0
+        resumed.run()
+    finally:
+        resumed.close()
+    assert_same_training(expected, read_metrics(first.run_dir)[1])
+
+
 def test_limits_are_checked_before_any_worker_starts(tmp_path):
     for setting, expected in [("cluster.call_timeout=0", "cluster.call_timeout must be > 0 seconds or null"),
                               ("cluster.start_timeout=-1", "cluster.start_timeout must be > 0 seconds"),

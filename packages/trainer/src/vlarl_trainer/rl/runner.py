@@ -64,9 +64,16 @@ def auto_resumed_config(config: VlarlConfig, overrides: list[str]) -> VlarlConfi
 
 
 def initial_policy(config: VlarlConfig, layout: Layout, run_dir: Path, instructions: list[str]) -> str:
-    """The directory every worker loads the starting policy from."""
+    """The directory every worker loads the starting policy from.
+
+    A run resumed before its first checkpoint finds the first policy it wrote already there and starts
+    from that one: it is written atomically, so it is whole, and it is the policy the run began with.
+    """
     if config.policy.pretrained is not None:
         return config.policy.pretrained
+    written = run_dir / "initial_policy"
+    if written.exists():
+        return str(written)
     import vlarl_policies
 
     torch.manual_seed(config.runner.seed)
@@ -77,7 +84,7 @@ def initial_policy(config: VlarlConfig, layout: Layout, run_dir: Path, instructi
         **{"action_dim": layout.action_dim, "state_dim": layout.state_dim, "action_chunk": config.env.action_chunk,
            **config.policy.kwargs},
     )
-    return str(policy.save_pretrained(run_dir / "initial_policy"))
+    return str(policy.save_pretrained(written))
 
 
 def env_instructions(config: VlarlConfig) -> list[str]:
