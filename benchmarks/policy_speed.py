@@ -5,6 +5,7 @@ Markdown tables.
     uv run --locked python benchmarks/policy_speed.py --threads 1 2 --batch 100 --policies pi0   # the trainer's
                                                                               # actor micro-batch, 1 vs 2 threads
     uv run --locked python benchmarks/policy_speed.py --preset base --device cuda --dtype bfloat16
+    uv run --locked python benchmarks/policy_speed.py --threads 1 --policies pi0 --gradient-checkpointing
 
 ``act`` runs under no_grad as a rollout worker calls it; ``evaluate`` runs with gradients as the
 actor calls it, and ``evaluate + backward`` adds the backward pass of a PPO-style loss. Times are
@@ -14,6 +15,11 @@ is timed at each in turn, in one process, and the last table gives each value's 
 over the first. A per-sample table divides each policy's wall-clock times by the batch, side by side
 in the same run: OpenVLA decodes C * A tokens one by one (C = 1 as published), OpenVLA-OFT a chunk
 of C = 8 in one pass, pi0 a chunk of its ``action_chunk`` by flow matching.
+
+``--gradient-checkpointing`` times ``evaluate + backward`` once more with ``set_gradient_checkpointing(True)``
+and prints both times, their ratio and the activations each keeps for the backward pass (the bytes
+autograd saves, parameters left out: a measure that works on the CPU too), plus the peak memory of
+one call each on CUDA.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -97,7 +104,45 @@ def time_policy(name: str, args: argparse.Namespace) -> dict[str, tuple[float, f
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated() / 2**30
         result["peak_memory_gib"] = (peak, peak)
+    if args.gradient_checkpointing:
+        result["checkpointing"] = checkpointing_trade_off(policy, evaluate_backward, args, device)
     return result
+
+
+def checkpointing_trade_off(policy, evaluate_backward, args: argparse.Namespace, device: torch.device
+                            ) -> dict[str, dict[str, Any]]:
+    """``evaluate + backward`` without and with gradient checkpointing: median (wall-clock, CPU) seconds,
+    MiB of activations kept for the backward pass and, on CUDA, the peak GiB of one call."""
+    trade_off: dict[str, dict[str, Any]] = {}
+    for enabled in (False, True):
+        policy.set_gradient_checkpointing(enabled)
+        measured = {"seconds": median_seconds(evaluate_backward, args.warmup, args.repeats, device),
+                    "activations_mib": saved_activation_bytes(policy, evaluate_backward) / 2**20}
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            evaluate_backward()
+            torch.cuda.synchronize()
+            measured["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        trade_off["checkpointed" if enabled else "plain"] = measured
+    policy.set_gradient_checkpointing(False)
+    return trade_off
+
+
+def saved_activation_bytes(policy, function) -> int:
+    """Bytes of the distinct tensors autograd saves for the backward pass while ``function`` runs,
+    parameters left out: the activation memory gradient checkpointing trades for compute."""
+    parameters = {p.untyped_storage().data_ptr() for p in policy.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        function()
+    return sum(saved.values())
 
 
 def print_speedups(results: dict, policies: list[str], threads: list[int]) -> None:
@@ -123,6 +168,26 @@ def print_per_sample(results: dict, args: argparse.Namespace) -> None:
               f"{act / base['act'][0]:.2f}x | {train / base['evaluate_backward'][0]:.2f}x |")
 
 
+def print_checkpointing(results: dict, args: argparse.Namespace) -> None:
+    """evaluate + backward without and with gradient checkpointing, side by side, and their ratios."""
+    cuda = args.device.startswith("cuda")
+    print("\n| policy | threads | evaluate + backward (ms wall / CPU) | with checkpointing (ms wall / CPU) | "
+          "time ratio (wall / CPU) | "
+          "activations kept (MiB) | with checkpointing (MiB) | activation ratio |" +
+          (" peak memory (GiB) | with checkpointing (GiB) |" if cuda else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if cuda else ""))
+    for (name, threads), result in results.items():
+        plain, checkpointed = result["checkpointing"]["plain"], result["checkpointing"]["checkpointed"]
+        ratios = [with_it / without for with_it, without in zip(checkpointed["seconds"], plain["seconds"])]
+        row = (f"| {name} {args.preset} | {threads} | {cell(plain['seconds'])} | {cell(checkpointed['seconds'])} | "
+               f"{ratios[0]:.2f}x / {ratios[1]:.2f}x | "
+               f"{plain['activations_mib']:.1f} | {checkpointed['activations_mib']:.1f} | "
+               f"{checkpointed['activations_mib'] / plain['activations_mib']:.2f}x |")
+        if cuda:
+            row += f" {plain['peak_memory_gib']:.2f} | {checkpointed['peak_memory_gib']:.2f} |"
+        print(row)
+
+
 def cell(seconds: tuple[float, float]) -> str:
     return f"{1000 * seconds[0]:.1f} / {1000 * seconds[1]:.1f}"
 
@@ -137,6 +202,8 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--gradient-checkpointing", action="store_true",
+                        help="also time evaluate + backward with set_gradient_checkpointing(True)")
     args = parser.parse_args()
 
     cuda = args.device.startswith("cuda")
@@ -158,6 +225,8 @@ def main() -> None:
     if len(args.threads) > 1:
         print_speedups(results, args.policies, args.threads)
     print_per_sample(results, args)
+    if args.gradient_checkpointing:
+        print_checkpointing(results, args)
 
     print("\n| policy | tiny parameters | published (base) parameters |")
     print("|---|---|---|")

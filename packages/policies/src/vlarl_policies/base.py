@@ -142,6 +142,19 @@ class VLAPolicy(nn.Module):
     def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False) -> ActOutput:
         """Sample an action chunk for a batch of observations (the env contract with a batch axis)."""
 
+    @abstractmethod
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        """Recompute the transformer layers' activations in the backward pass instead of keeping them
+        (``enabled``), or keep them again.
+
+        Activation memory of ``evaluate`` / ``sft_loss`` with gradients drops to about one layer's plus
+        each layer's input, for about one more forward pass of compute; results and gradients do not
+        change. It is meant for the actor's train mode: ``act`` runs under no_grad and keeps no activations
+        anyway. A training-time switch, not part of the config: a saved policy loads the same with or
+        without it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement gradient checkpointing")
+
     def set_global_step(self, step: int) -> None:
         """The trainer's current step, for policies whose sampling follows a schedule over training
         (pi0's ``noise_anneal``); policies without one ignore it."""

@@ -76,6 +76,7 @@ class OpenVLAConfig(PolicyConfig):
     lora_alpha: float | None = None
     """LoRA scale numerator; None means equal to ``lora_rank`` (scale 1, as RLinf sets it)."""
     gradient_checkpointing: bool = False
+    """Build the policy with ``set_gradient_checkpointing(True)``; the method switches it either way later."""
 
     # The published checkpoint's dataset statistics, for un-normalizing actions to robot units.
     norm_stats: dict[str, Any] | None = None

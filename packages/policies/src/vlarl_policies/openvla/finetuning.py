@@ -30,13 +30,3 @@ def apply_lora(vision_backbone: nn.Module, projector: nn.Module, language_model:
         inject_adapter_in_model(config, module)
         for name, parameter in module.named_parameters():
             parameter.requires_grad_("lora_" in name)
-
-
-def enable_gradient_checkpointing(vision_backbone: nn.Module, language_model: nn.Module) -> None:
-    """Recompute ViT blocks and Llama layers in the backward pass instead of storing their activations.
-
-    transformers checkpoints only in train mode, and drops a key/value cache while it does; the
-    policy's autoregressive ``act`` therefore decodes with the language model in eval mode.
-    """
-    vision_backbone.set_grad_checkpointing(True)
-    language_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

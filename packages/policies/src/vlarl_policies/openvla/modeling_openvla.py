@@ -24,7 +24,7 @@ from transformers import DynamicCache, LlamaForCausalLM
 from vlarl_policies.base import ActOutput, EvalOutput, VLAPolicy
 from vlarl_policies.openvla import action_tokens
 from vlarl_policies.openvla.configuration_openvla import PRESETS, OpenVLAConfig
-from vlarl_policies.openvla.finetuning import apply_lora, enable_gradient_checkpointing
+from vlarl_policies.openvla.finetuning import apply_lora
 from vlarl_policies.openvla.inputs import ObservationEncoder, build_prompts, check_forward_inputs
 from vlarl_policies.openvla.prismatic import FusedVisionBackbone, Projector, llama_config, positions_from_mask
 from vlarl_policies.tokenizer import PromptTokenizer
@@ -61,7 +61,7 @@ class OpenVLAPolicy(VLAPolicy):
             alpha = config.lora_rank if config.lora_alpha is None else config.lora_alpha
             apply_lora(self.vision_backbone, self.projector, self.language_model, config.lora_rank, alpha)
         if config.gradient_checkpointing:
-            enable_gradient_checkpointing(self.vision_backbone, self.language_model)
+            self.set_gradient_checkpointing(True)
         self.register_buffer("bin_centres", action_tokens.bin_centres(config.n_action_bins), persistent=False)
 
     # ----------------------------------------------------------------- vocabulary and tokenizer
@@ -91,6 +91,19 @@ class OpenVLAPolicy(VLAPolicy):
     @property
     def model_dtype(self) -> torch.dtype:
         return self.language_model.model.norm.weight.dtype
+
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        """Recompute the ViT blocks (timm's switch) and the Llama layers (transformers', non-reentrant so
+        frozen inputs under LoRA still carry gradients to the adapters) in the backward pass.
+
+        transformers checkpoints only in train mode, and drops a key/value cache while it does; the
+        autoregressive ``act`` therefore decodes with the language model in eval mode.
+        """
+        self.vision_backbone.set_grad_checkpointing(enabled)
+        if enabled:
+            self.language_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            self.language_model.gradient_checkpointing_disable()
 
     def set_state_stats(self, *, mean: Any = None, std: Any = None, q01: Any = None, q99: Any = None) -> None:
         """State statistics, (mean, std) or (q01, q99); stored where the policy reads the state (OFT's

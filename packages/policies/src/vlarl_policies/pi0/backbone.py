@@ -14,11 +14,14 @@ g key/value heads, d head size.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 from transformers import GemmaConfig, GemmaModel, SiglipVisionConfig, SiglipVisionModel
 from transformers.models.gemma.modeling_gemma import (
     GemmaAttention,
@@ -116,6 +119,29 @@ def attend(attention: GemmaAttention, query: Tensor, key: Tensor, value: Tensor,
     return attention.o_proj(output.transpose(1, 2).reshape(batch, length, -1))
 
 
+def run_layer(owner: nn.Module, layer_function: Callable[..., Any], *args: Any) -> Any:
+    """``layer_function(*args)``, recomputed in the backward pass instead of keeping its activations
+    when ``owner`` checkpoints and is training with gradients (no_grad sampling has nothing to keep)."""
+    if owner.gradient_checkpointing and owner.training and torch.is_grad_enabled():
+        return checkpoint(layer_function, *args, use_reentrant=False)
+    return layer_function(*args)
+
+
+def prefix_keys_values(layer: GemmaDecoderLayer, hidden: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """Keys and values [B, g, P, d] of one VLM layer, all a last layer without a critic has to give."""
+    _, key, value = project_qkv(layer.self_attn, layer.input_layernorm(hidden), cos, sin)
+    return key, value
+
+
+def prefix_layer(layer: GemmaDecoderLayer, hidden: Tensor, cos: Tensor, sin: Tensor, mask: Tensor
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """One VLM layer over the prefix: its output [B, P, W_v] and its keys / values [B, g, P, d]."""
+    query, key, value = project_qkv(layer.self_attn, layer.input_layernorm(hidden), cos, sin)
+    hidden = hidden + attend(layer.self_attn, query, key, value, mask)
+    hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+    return hidden, key, value
+
+
 class PaliGemmaPrefix(nn.Module):
     """SigLIP vision tower + linear projector + Gemma language model, run over the prefix only."""
 
@@ -125,6 +151,16 @@ class PaliGemmaPrefix(nn.Module):
         self.projector = nn.Linear(config.vision_width, config.vlm_width)
         self.language_model = GemmaModel(gemma_config(config, config.vlm_width, config.vlm_mlp_dim, config.vocab_size))
         self.embedding_scale = math.sqrt(config.vlm_width)
+        self.gradient_checkpointing = False
+
+    def set_gradient_checkpointing(self, enabled: bool) -> None:
+        """Recompute SigLIP's encoder layers (transformers' own switch) and the language model's layers
+        (this module's loop) in the backward pass."""
+        self.gradient_checkpointing = enabled
+        if enabled:
+            self.vision_tower.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            self.vision_tower.gradient_checkpointing_disable()
 
     def embed(self, pixels: Tensor, image_masks: Tensor, tokens: Tensor, token_masks: Tensor) -> tuple[Tensor, Tensor]:
         """Prefix embeddings [B, P, W_v] and pad mask [B, P] from pixels [B, N, 3, S, S] in [-1, 1] and tokens [B, L].
@@ -152,13 +188,12 @@ class PaliGemmaPrefix(nn.Module):
         keys, values = [], []
         layers = self.language_model.layers
         for index, layer in enumerate(layers):
-            query, key, value = project_qkv(layer.self_attn, layer.input_layernorm(hidden), cos, sin)
+            if index == len(layers) - 1 and not keep_hidden:
+                key, value = run_layer(self, prefix_keys_values, layer, hidden, cos, sin)
+                return PrefixCache(keys + [key], values + [value], pad_mask, None)
+            hidden, key, value = run_layer(self, prefix_layer, layer, hidden, cos, sin, mask)
             keys.append(key)
             values.append(value)
-            if index == len(layers) - 1 and not keep_hidden:
-                return PrefixCache(keys, values, pad_mask, None)
-            hidden = hidden + attend(layer.self_attn, query, key, value, mask)
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
         return PrefixCache(keys, values, pad_mask, self.language_model.norm(hidden))
 
 
@@ -197,6 +232,18 @@ def gated_residual(residual: Tensor, update: Tensor, gate: Tensor | None) -> Ten
     return residual + update if gate is None else residual + update * gate
 
 
+def expert_layer(layer: GemmaDecoderLayer, hidden: Tensor, prefix_key: Tensor, prefix_value: Tensor, cos: Tensor,
+                 sin: Tensor, mask: Tensor, cond: Tensor | None) -> Tensor:
+    """One expert layer: suffix tokens [B, S, W_e] attend to the layer's prefix keys / values and each other."""
+    normed, gate = apply_norm(layer.input_layernorm, hidden, cond)
+    query, key, value = project_qkv(layer.self_attn, normed, cos, sin)
+    key = torch.cat([prefix_key.to(key.dtype), key], dim=2)
+    value = torch.cat([prefix_value.to(value.dtype), value], dim=2)
+    hidden = gated_residual(hidden, attend(layer.self_attn, query, key, value, mask), gate)
+    normed, gate = apply_norm(layer.post_attention_layernorm, hidden, cond)
+    return gated_residual(hidden, layer.mlp(normed), gate)
+
+
 class ActionExpert(nn.Module):
     """Gemma decoder layers (no embedding table) whose suffix tokens attend to the VLM cache."""
 
@@ -212,6 +259,8 @@ class ActionExpert(nn.Module):
                 layer.post_attention_layernorm = AdaRMSNorm(width, width, eps=expert_config.rms_norm_eps)
             self.norm = AdaRMSNorm(width, width, eps=expert_config.rms_norm_eps)
         self.rotary_emb = GemmaRotaryEmbedding(expert_config)
+        self.gradient_checkpointing = False
+        """Recompute each layer in the backward pass instead of keeping its activations."""
 
     def forward(self, cache: PrefixCache, embeds: Tensor, blocks: Tensor, cond: Tensor | None) -> Tensor:
         """Suffix outputs [B, S, W_e] for suffix embeddings [B, S, W_e].
@@ -228,11 +277,5 @@ class ActionExpert(nn.Module):
         mask = torch.cat([prefix_visible, suffix_visible], dim=2)[:, None]
         hidden = embeds
         for layer, prefix_key, prefix_value in zip(self.layers, cache.keys, cache.values, strict=True):
-            normed, gate = apply_norm(layer.input_layernorm, hidden, cond)
-            query, key, value = project_qkv(layer.self_attn, normed, cos, sin)
-            key = torch.cat([prefix_key.to(key.dtype), key], dim=2)
-            value = torch.cat([prefix_value.to(value.dtype), value], dim=2)
-            hidden = gated_residual(hidden, attend(layer.self_attn, query, key, value, mask), gate)
-            normed, gate = apply_norm(layer.post_attention_layernorm, hidden, cond)
-            hidden = gated_residual(hidden, layer.mlp(normed), gate)
+            hidden = run_layer(self, expert_layer, layer, hidden, prefix_key, prefix_value, cos, sin, mask, cond)
         return apply_norm(self.norm, hidden, cond)[0]

@@ -84,6 +84,11 @@ class Pi0Policy(VLAPolicy):
     def model_dtype(self) -> torch.dtype:
         return self.action_in_proj.weight.dtype
 
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        """Recompute the layers of SigLIP, Gemma and the action expert in the backward pass."""
+        self.vlm.set_gradient_checkpointing(enabled)
+        self.expert.gradient_checkpointing = enabled
+
     def set_state_stats(self, *, mean: Any = None, std: Any = None, q01: Any = None, q99: Any = None) -> None:
         """Store state normalization statistics in the weights: (mean, std) or, for pi0.5, (q01, q99)."""
         self.observation_encoder.set_state_stats(mean=mean, std=std, q01=q01, q99=q99)
