@@ -9,9 +9,9 @@ export RAY_ENABLE_UV_RUN_RUNTIME_ENV ?= 0
 UV ?= uv
 PYTEST_ARGS ?=
 
-.PHONY: setup uv system-deps sync test test-fast demo demo-experts bench lock
+.PHONY: setup uv system-deps sync calvin test test-fast demo demo-experts bench lock
 
-setup: uv system-deps sync
+setup: uv system-deps sync calvin
 
 uv:
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
@@ -19,8 +19,14 @@ uv:
 system-deps:
 	bash scripts/install_system_deps.sh
 
+# --inexact: calvin_env is installed outside the lock (`make calvin`) and a plain sync would remove it.
 sync:
-	$(UV) sync --locked --all-packages --all-extras
+	$(UV) sync --locked --inexact --all-packages --all-extras
+
+# CALVIN's simulator and annotations, which no registry serves, from their repositories at pinned commits;
+# CALVIN_ENV_SRC and CALVIN_ANNOTATIONS_SRC point elsewhere (folders, as .ci/run does): see the script.
+calvin:
+	UV=$(UV) bash scripts/install_calvin.sh
 
 lock:
 	$(UV) lock

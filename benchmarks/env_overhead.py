@@ -6,7 +6,7 @@ every contract wrapper) and their ratio, in wall-clock time, for state observati
 runs alternate in short blocks and the median block is reported, so both see the same machine
 load; run it on an otherwise idle machine all the same.
 
-    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill|libero] [--steps 2000] [--rounds 9]
+    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill|libero|calvin] [--steps 2000] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ import vlarl_envs
 METAWORLD_TASK = "reach-v3"
 MANISKILL_TASK = "PickCube"
 LIBERO_ID = "vlarl/LIBERO-Spatial-v0"
+CALVIN_ID = "vlarl/CALVIN-D-v0"
 IMAGE_SIZE = 128
+CALVIN_IMAGE_SIZE = 64
+"""CALVIN on a CPU trains at 64 px: pybullet's renderers cost most of its step."""
 
 
 def steps_per_second(step: Callable[[], None], steps: int) -> float:
@@ -224,10 +227,60 @@ def libero_vector_rows(steps: int) -> None:
         print(f"| LIBERO-Spatial | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
 
 
+def calvin_env(obs_mode: str, **env_kwargs) -> gym.Env:
+    """The vlarl CALVIN-D env on open_drawer, never truncating (zero actions never open the drawer)."""
+    return gym.make(CALVIN_ID, obs_mode=obs_mode, image_size=CALVIN_IMAGE_SIZE, horizon=10**9, tasks=["open_drawer"],
+                    **env_kwargs)
+
+
+def calvin_pair(obs_mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(raw step, wrapped step) over one simulator instance. With images, the raw side is calvin's own
+    ``PlayTableSimEnv.step`` (robot, physics, both cameras, the info its task oracle reads); with states,
+    the same without the cameras."""
+    from vlarl_envs.calvin.simulator import step_physics
+
+    env = calvin_env(obs_mode)
+    wrapped_step = looping_stepper(env, np.zeros(7, np.float32))
+    simulator = env.unwrapped.simulator
+    action = np.array([0, 0, 0, 0, 0, 0, 1.0])
+
+    def raw_step() -> None:
+        if obs_mode == "rgb":
+            simulator.step(action)
+        else:
+            step_physics(simulator, action)
+            simulator.get_info()
+
+    return raw_step, wrapped_step
+
+
+def calvin_rows(steps: int, rounds: int) -> None:
+    rgb = f"rgb {CALVIN_IMAGE_SIZE}x{CALVIN_IMAGE_SIZE}, 2 cameras"
+    for mode, obs_mode, n in (("state", "state", steps // 10), (rgb, "rgb", steps // 25)):
+        raw_step, wrapped_step = calvin_pair(obs_mode)
+        rates = alternate(
+            {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)},
+            rounds,
+        )
+        report_overhead("CALVIN-D", mode, rates)
+
+
+def calvin_vector_rows(steps: int) -> None:
+    for mode, kwargs, n in (
+        ("state", {"obs_mode": "state"}, steps // 10),
+        (f"rgb {CALVIN_IMAGE_SIZE}x{CALVIN_IMAGE_SIZE}, 2 cameras", {"obs_mode": "rgb"}, steps // 25),
+    ):
+        settings = {"image_size": CALVIN_IMAGE_SIZE, "horizon": 10**9, "tasks": ["open_drawer"], **kwargs}
+        one = vector_throughput(CALVIN_ID, 1, n, **settings)
+        two = vector_throughput(CALVIN_ID, 2, n, **settings)
+        print(f"| CALVIN-D | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
+
+
 FAMILIES = {
     "metaworld": (metaworld_rows, metaworld_vector_rows),
     "maniskill": (maniskill_rows, maniskill_vector_rows),
     "libero": (libero_rows, libero_vector_rows),
+    "calvin": (calvin_rows, calvin_vector_rows),
 }
 
 

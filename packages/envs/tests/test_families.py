@@ -21,7 +21,7 @@ def test_every_registered_id_has_exactly_one_family():
     for env_id in vlarl_ids():
         owners = [family.name for family in vlarl_envs.FAMILIES.values() if family.owns(env_id)]
         assert len(owners) == 1, (env_id, owners)
-    assert {family.name for family in vlarl_envs.FAMILIES.values()} == {"MetaWorld", "ManiSkill", "GSEnv", "LIBERO"}
+    assert {family.name for family in vlarl_envs.FAMILIES.values()} == {"MetaWorld", "ManiSkill", "GSEnv", "LIBERO", "CALVIN"}
     assert family_of("vlarl_envs:vlarl/GSEnv-PutCubeOnPlate-v0").name == "GSEnv"
 
 

@@ -6,6 +6,8 @@ Importing the package registers every env id in gymnasium's ``vlarl`` namespace;
 
 from importlib.metadata import version as _installed_version
 
+from vlarl_envs.calvin.family import CALVIN_FAMILY
+from vlarl_envs.calvin.registration import register_calvin
 from vlarl_envs.families import FAMILIES, EnvFamily, family_of, register_family
 from vlarl_envs.gsenv.family import GSENV_FAMILY
 from vlarl_envs.gsenv.registration import register_gsenv
@@ -24,7 +26,8 @@ register_metaworld()
 register_maniskill()
 register_gsenv()
 register_libero()
-for _family in (METAWORLD_FAMILY, MANISKILL_FAMILY, GSENV_FAMILY, LIBERO_FAMILY):
+register_calvin()
+for _family in (METAWORLD_FAMILY, MANISKILL_FAMILY, GSENV_FAMILY, LIBERO_FAMILY, CALVIN_FAMILY):
     register_family(_family)
 
 __all__ = ["FAMILIES", "EnvFamily", "__version__", "family_of", "make_vec", "register_family", "wrap_contract"]

@@ -1,0 +1,282 @@
+"""CALVIN (Franka Panda on a play table, calvin_env on pybullet) behind the vlarl contract.
+
+Task Description:
+    One of CALVIN's 34 language-conditioned tasks per episode (``options["task"]``, or drawn from the
+    episode id), in one of the id's scenes: A, B or C (the training tables) or D (the evaluation table).
+    The instruction is CALVIN's validation sentence for the task; the ``semantic`` split draws one of the
+    task's other annotation sentences (those of CALVIN's training data) instead.
+
+Randomizations:
+    An episode's generator is seeded by its split's stream and its id. It picks the scene (A, B or C for
+    the ABC id), the task where none is given (the ``test`` and ``semantic`` splits play task
+    ``episode_id % 34`` instead), a symbolic start state in which the task is possible
+    (``vlarl_envs.calvin.tasks.start_states``) and the block poses that realize it
+    (``vlarl_envs.calvin.simulator.place_state``). ``train`` and ``test`` draw from different streams, so
+    their start states differ; ``semantic`` replays ``test``'s.
+
+Success Conditions:
+    calvin's task oracle (``calvin_env.envs.tasks.Tasks`` over the benchmark's task file), comparing the
+    simulator's info when the task began with the current one, as calvin's evaluation does. The episode
+    terminates on success unless ``terminate_on_success=False`` and truncates after ``horizon`` steps
+    (360, calvin's steps per task).
+
+Observations: ``main_images`` from the static camera and ``wrist_images`` from the gripper camera, both
+``image_size``; ``states`` = calvin's ``robot_obs`` (15,): TCP position (3) and Euler angles (3), gripper
+opening, the 7 arm joints, the last gripper command; ``privileged_state`` (39,) = ``robot_obs`` and
+``scene_obs`` (24,): sliding door, drawer, button, switch, lightbulb, LED, then position and Euler angles
+of the red, blue and pink blocks, in this order in every scene. Actions: 7-D relative, calvin's
+``rel_actions``: TCP position (x 2 cm) and Euler angles (x 0.05 rad) per step, then the gripper, open
+where positive and closed otherwise (calvin's 1 and -1).
+
+For the long-horizon protocol, ``reset_to_condition`` starts a scene in a chain's symbolic state and
+``switch_task`` moves on to the chain's next task in the same scene (``vlarl_envs.calvin.chains``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from vlarl_envs.calvin.assets import calvin_instructions
+from vlarl_envs.calvin.simulator import (
+    RENDERERS,
+    build_simulator,
+    close_simulator,
+    place_state,
+    render_cameras,
+    robot_state,
+    scene_state,
+    step_physics,
+    task_done,
+)
+from vlarl_envs.calvin.tasks import INITIAL_CONDITION_VALUES, SymbolicState, start_states
+from vlarl_envs.contract import (
+    check_obs_mode,
+    image_shape,
+    observation_space,
+    validate_action,
+    validate_choice,
+    validate_options,
+)
+
+SPLIT_STREAMS = {"train": 0, "test": 1, "semantic": 1}
+"""Seed stream of each split's episodes: ``semantic`` replays ``test``'s with paraphrased instructions."""
+SPLITS = tuple(SPLIT_STREAMS)
+PARAPHRASED_SPLITS = frozenset({"semantic"})
+
+ANGLE = 2 * np.pi
+STATE_LOW = np.array([-2.0] * 3 + [-ANGLE] * 3 + [-0.01] + [-ANGLE] * 7 + [-1.0])
+STATE_HIGH = np.array([2.0] * 3 + [ANGLE] * 3 + [0.1] + [ANGLE] * 7 + [1.0])
+"""Bounds of ``robot_obs``: metres around the robot, angles up to a turn either way, the two fingers'
+0.08 m opening with room for contact overshoot, the gripper command +-1."""
+SCENE_LOW = np.array([-1.0] * 4 + [0.0] * 2 + ([-2.0] * 3 + [-ANGLE] * 3) * 3)
+SCENE_HIGH = np.array([1.0] * 4 + [1.0] * 2 + ([2.0] * 3 + [ANGLE] * 3) * 3)
+"""Bounds of ``scene_obs``: joints (at most 0.28 m of travel), lights 0 or 1, block poses."""
+
+
+class CalvinEnv(gym.Env):
+    """CALVIN's play table in one or several scenes, a task per episode, CALVIN's instructions and oracle."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(
+        self,
+        scenes: Sequence[str],
+        tasks: Sequence[str],
+        env_id: str = "vlarl/CALVIN",
+        horizon: int = 360,
+        obs_mode: str = "rgb",
+        image_size: int | tuple[int, int] = 200,
+        renderer: str = "tiny",
+        terminate_on_success: bool = True,
+        split: str = "train",
+        render_mode: str | None = None,
+    ) -> None:
+        """
+        Args:
+            scenes: the CALVIN scenes (``A``, ``B``, ``C``, ``D``) episodes draw from.
+            tasks: the CALVIN tasks this env plays, in calvin's order.
+            env_id: the registered id, used in error messages.
+            horizon: steps before truncation (calvin gives each task 360).
+            obs_mode: "rgb" (both cameras + state) or "state".
+            image_size: resolution of both cameras, int or (H, W); calvin records 200 (static) and 84 (gripper).
+            renderer: "tiny" (pybullet's CPU renderer) or "egl" (what CALVIN's datasets were rendered with);
+                see ``vlarl_envs.calvin.simulator.RENDERERS``.
+            terminate_on_success: end the episode on the first success step.
+            split: default split for resets without ``options["split"]``.
+            render_mode: None or "rgb_array" (returns the static camera's image).
+        """
+        if not scenes or not tasks:
+            raise ValueError(f"{env_id}: expected at least one scene and one task, got {scenes!r} and {tasks!r}")
+        check_obs_mode(obs_mode)
+        validate_choice(env_id, "split", split, SPLITS)
+        validate_choice(env_id, "renderer", renderer, RENDERERS)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if horizon <= 0:
+            raise ValueError(f"{env_id}: horizon must be > 0, got {horizon}")
+        self.env_id = env_id
+        self.scenes = tuple(scenes)
+        self.tasks = tuple(tasks)
+        self.horizon = int(horizon)
+        self.obs_mode = obs_mode
+        self.image_size = image_shape(image_size)[:2]
+        self.renderer = renderer
+        self.terminate_on_success = terminate_on_success
+        self.split = split
+        self.render_mode = render_mode
+        self.instructions = calvin_instructions()
+        privileged = spaces.Box(np.concatenate([STATE_LOW, SCENE_LOW]).astype(np.float32),
+                                np.concatenate([STATE_HIGH, SCENE_HIGH]).astype(np.float32), dtype=np.float32)
+        self.observation_space = observation_space(obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True,
+                                                   extra={"privileged_state": privileged})
+        self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
+        self._simulators: dict[str, Any] = {}
+        self._scene: str | None = None
+        self._task: str | None = None
+        self._instruction = ""
+        self._start_info: dict = {}
+        self._elapsed = 0
+        self._last_image: np.ndarray | None = None
+        self.defer_images = False
+        """While true, steps leave the images out (see ``vlarl_envs.wrappers.DefersImages``)."""
+
+    @property
+    def task(self) -> str | None:
+        """The task of the current episode (None before the first reset)."""
+        return self._task
+
+    @property
+    def scene(self) -> str | None:
+        return self._scene
+
+    @property
+    def simulator(self) -> Any:
+        """calvin's ``PlayTableSimEnv`` of the current scene, for inspection (``scene``, ``robot``, ``get_info``)."""
+        if self._scene is None:
+            raise RuntimeError(f"{self.env_id}: call reset() first")
+        return self._simulators[self._scene]
+
+    def _simulator_of(self, scene: str) -> Any:
+        """The scene's simulator, built on first use and kept (an ABC env holds up to three)."""
+        if scene not in self._simulators:
+            self._simulators[scene] = build_simulator(scene, *self.image_size, self.renderer)
+        return self._simulators[scene]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = validate_options(self.env_id, options)
+        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLITS)
+        episode_id = options.get("episode_id")
+        if episode_id is None:
+            episode_id = int(self.np_random.integers(2**31))
+        chosen = validate_choice(self.env_id, "task", options["task"], self.tasks) if "task" in options else None
+        rng = np.random.default_rng([SPLIT_STREAMS[split], int(episode_id)])
+        scene = self.scenes[int(rng.integers(len(self.scenes)))]
+        drawn = self.tasks[int(rng.integers(len(self.tasks)))]
+        task = chosen or (drawn if split == "train" else self.tasks[int(episode_id) % len(self.tasks)])
+        starts = start_states(task)
+        state = starts[int(rng.integers(len(starts)))]
+        instruction = self.instructions.choose(task, split in PARAPHRASED_SPLITS, rng)
+        observation = self._start(scene, state, task, instruction, rng)
+        success = self._success()
+        info = {"success": success, "is_success": success, "task": task, "episode_id": int(episode_id),
+                "split": split, "scene": scene}
+        return observation, info
+
+    def reset_to_condition(self, condition: SymbolicState, task: str, episode_id: int):
+        """Start ``task`` from the symbolic ``condition`` (a chain's start state, all of
+        ``INITIAL_CONDITION_VALUES``' keys), block poses and scene drawn from the test split's stream of
+        ``episode_id``; the instruction is the canonical one, as in calvin's evaluation."""
+        validate_choice(self.env_id, "task", task, self.tasks)
+        missing = set(INITIAL_CONDITION_VALUES) - set(condition)
+        if missing:
+            raise ValueError(f"{self.env_id}: condition lacks {sorted(missing)}; expected the keys "
+                             f"{list(INITIAL_CONDITION_VALUES)}")
+        rng = np.random.default_rng([SPLIT_STREAMS["test"], int(episode_id)])
+        scene = self.scenes[int(rng.integers(len(self.scenes)))]
+        observation = self._start(scene, condition, task, self.instructions.canonical(task), rng)
+        success = self._success()
+        return observation, {"success": success, "is_success": success, "task": task,
+                             "episode_id": int(episode_id), "split": "test", "scene": scene}
+
+    def switch_task(self, task: str) -> dict[str, Any]:
+        """Make ``task`` the current one in the scene as it is: its canonical instruction, success judged
+        against the state now, a new ``horizon``. Returns the observation."""
+        if self._scene is None:
+            raise RuntimeError(f"{self.env_id}: call reset() before switch_task()")
+        validate_choice(self.env_id, "task", task, self.tasks)
+        self._task = task
+        self._instruction = self.instructions.canonical(task)
+        self._start_info = self.simulator.get_info()
+        self._elapsed = 0
+        return self._observation()
+
+    def _start(self, scene: str, state: SymbolicState, task: str, instruction: str, rng: np.random.Generator):
+        simulator = self._simulator_of(scene)
+        place_state(simulator, state, rng)
+        self._scene = scene
+        self._task = task
+        self._instruction = instruction
+        self._start_info = simulator.get_info()
+        self._elapsed = 0
+        return self._observation()
+
+    def _success(self) -> bool:
+        return task_done(self._task, self._start_info, self.simulator.get_info())
+
+    def step(self, action):
+        if self._task is None:
+            raise RuntimeError(f"{self.env_id}: call reset() before step()")
+        action = validate_action(self.env_id, action, self.action_space)
+        command = np.empty(7)
+        command[:6] = action[:6]
+        command[6] = 1.0 if action[6] > 0 else -1.0
+        step_physics(self.simulator, command)
+        self._elapsed += 1
+        success = self._success()
+        terminated = success and self.terminate_on_success
+        truncated = self._elapsed >= self.horizon and not terminated
+        info = {"success": success, "is_success": success, "task": self._task}
+        return self._observation(), float(success), terminated, truncated, info
+
+    def _observation(self) -> dict[str, Any]:
+        observation: dict[str, Any] = {}
+        self._last_image = None
+        if self.obs_mode == "rgb" and not self.defer_images:
+            observation.update(self._render_cameras())
+        robot = robot_state(self.simulator)
+        observation["states"] = robot
+        observation["task_description"] = self._instruction
+        observation["privileged_state"] = np.concatenate([robot, scene_state(self.simulator)])
+        return observation
+
+    def complete_observation(self, observation: Mapping[str, Any]) -> dict[str, Any]:
+        """``observation`` with the camera images of the current state, if it lacks them."""
+        if self.obs_mode != "rgb" or "main_images" in observation:
+            return dict(observation)
+        return {**self._render_cameras(), **observation}
+
+    def _render_cameras(self) -> dict[str, np.ndarray]:
+        images = render_cameras(self.simulator)
+        self._last_image = images["main_images"]
+        return images
+
+    def render(self):
+        if self.render_mode != "rgb_array" or self._scene is None:
+            return None
+        if self._last_image is None:
+            self._last_image = render_cameras(self.simulator)["main_images"]
+        return self._last_image
+
+    def close(self):
+        for simulator in self._simulators.values():
+            close_simulator(simulator)
+        self._simulators.clear()
+        self._scene = None
+        self._task = None
+        super().close()
