@@ -170,7 +170,8 @@ def test_evaluation_after_training_scores_the_saved_policy(tmp_path):
     assert after == pytest.approx(saved_policy, rel=1e-5, abs=1e-6)
 
 
-def test_two_actor_ranks_make_the_same_update_as_one(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_actor_ranks_make_the_same_update_as_one(tmp_path, strategy):
     # Some parameters have a zero true gradient (a key bias under softmax); Adam would turn their
     # rounding noise into full steps of random sign, so a large eps keeps such noise inert.
     adam = ["actor.adam_eps=1e-3", "actor.lr=1e-3"]
@@ -178,21 +179,25 @@ def test_two_actor_ranks_make_the_same_update_as_one(tmp_path):
                           "actor.micro_batch_size=2", *adam, name="single")
     double = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
                           "actor.micro_batch_size=2", *adam, f"policy.pretrained={single.run_dir / 'initial_policy'}",
-                          "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}", name="double")
+                          "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}",
+                          f"actor.strategy={strategy}", name="double")
     try:
         assert len(double.actor) == 2
         single.train_step(0)
         double.train_step(0)
-        one = ray.get(single.actor.workers[0].weights.remote())
-        two = [ray.get(worker.weights.remote()) for worker in double.actor.workers]
+        one = single.actor_weights()
+        two = double.actor_weights()  # FSDP: a gather every rank takes part in
+        if strategy == "ddp":
+            replica = ray.get(double.actor.workers[1].weights.remote())
+            assert all(torch.equal(replica[name], tensor) for name, tensor in two.items()), "DDP ranks drifted"
+        double.train_step(1)  # its weight sync goes through the same gather
     finally:
         single.close()
         double.close()
     initial = vlarl_policies_state(single.run_dir / "initial_policy")
     moved = 0
     for name, tensor in one.items():
-        torch.testing.assert_close(two[0][name], tensor, rtol=1e-4, atol=1e-6, msg=name)
-        torch.testing.assert_close(two[1][name], two[0][name], rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(two[name], tensor, rtol=1e-4, atol=1e-6, msg=name)
         moved += int(not torch.equal(tensor, initial[name]))
     assert moved > len(one) // 2, "the update changed too few parameters to compare"
 

@@ -25,6 +25,7 @@ SCHEMA_NAME = "vlarl_schema"
 ALGORITHMS = ("ppo", "grpo")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 STRATEGIES = ("ddp", "fsdp")
+PRECISIONS = ("fp32", "bf16-mixed", "bf16-pure")
 
 
 @dataclass
@@ -96,6 +97,9 @@ class RolloutConfig:
     """Deterministic actions in training rollouts (tests and debugging)."""
     video_interval: int = 0
     """Record a training rollout's mp4 (the first env of the first rollout epoch) every N steps; 0: never."""
+    offload: bool = False
+    """Move the rollout workers' policy to CPU while the actor updates (GPU only), so an actor collocated
+    on the same device has its memory."""
 
 
 @dataclass
@@ -113,8 +117,17 @@ class ActorConfig:
     lr_schedule: str = "constant"
     warmup_steps: int = 0
     strategy: str = "ddp"
+    """How actor ranks share the model: ``ddp`` (a whole copy per rank) or ``fsdp`` (FSDP2: parameters,
+    gradients and optimizer state sharded across ranks)."""
+    precision: str = "fp32"
+    """``fp32``; ``bf16-mixed``: bf16 compute over fp32 master weights and optimizer state; ``bf16-pure``:
+    weights, gradients and optimizer state in bf16."""
+    gradient_checkpointing: bool = False
+    """Recompute the policy's transformer layers in the backward pass instead of keeping their activations
+    (``VLAPolicy.set_gradient_checkpointing``): pi0's SigLIP, Gemma and action expert, OpenVLA's ViTs and Llama."""
     offload: bool = False
-    """Move parameters and optimizer state to CPU between training phases (GPU only)."""
+    """Move parameters and optimizer state to CPU between training phases (GPU only). Under ``fsdp`` the
+    shards, their gradients and the optimizer step stay on the CPU throughout (FSDP2's CPUOffloadPolicy)."""
     torch_threads: int | None = None
     """torch threads of the actor processes (None: runner.torch_threads). On CPU the env and rollout
     processes idle while the actor updates, so the update can take every core the others share."""

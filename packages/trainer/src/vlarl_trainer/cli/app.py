@@ -19,6 +19,7 @@ Command = Callable[[VlarlConfig, list[str]], None]
 
 INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "--shell-completion", "-sc")
 """Hydra flags that print and run nothing, so they need no recipe."""
+DRY_RUN_FLAG = "--dry-run"
 
 
 def choice_overrides(args: list[str]) -> list[str]:
@@ -38,36 +39,48 @@ def with_job_name(args: list[str], name: str) -> list[str]:
     return [*args[:first], f"hydra.job.name={name}", *args[first:]]
 
 
-def hydra_command(name: str, command: Command, need_recipe: bool = True) -> Callable[[list[str] | None], int]:
-    """The console-script entry point ``main(argv=None) -> exit code`` of one vlarl command."""
+def hydra_command(name: str, command: Command, need_recipe: bool = True,
+                  dry_run: Command | None = None) -> Callable[[list[str] | None], int]:
+    """The console-script entry point ``main(argv=None) -> exit code`` of one vlarl command; with
+    ``dry_run``, the flag ``--dry-run`` runs that instead of ``command``."""
     import hydra
 
     from vlarl_trainer.rl.cluster import WorkerFailure
     from vlarl_trainer.rl.stopping import RunStopped
 
-    def task(composed) -> None:
-        from hydra.core.hydra_config import HydraConfig
+    def hydra_app(run: Command):
+        """Hydra's app that composes the config and hands it to ``run``, mapping errors to exit codes."""
 
-        settings = HydraConfig.get()
-        overrides = list(settings.overrides.task)
-        try:
-            command(to_config(composed), overrides)
-        except (ValueError, FileExistsError, FileNotFoundError, ImportError) as error:
-            print(f"{name}: {error}", file=sys.stderr)
-            raise SystemExit(2) from None
-        except WorkerFailure as error:
-            print(f"{name}: {error}", file=sys.stderr)
-            raise SystemExit(1) from None
-        except RunStopped as stop:
-            print(f"{name}: {stop}\ncontinue with: {name} resume={stop.resume_dir}", file=sys.stderr)
-            raise SystemExit(stop.exit_code) from None
+        def task(composed) -> None:
+            from hydra.core.hydra_config import HydraConfig
 
-    app = hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base=None)(task)
+            settings = HydraConfig.get()
+            overrides = list(settings.overrides.task)
+            try:
+                run(to_config(composed), overrides)
+            except (ValueError, FileExistsError, FileNotFoundError, ImportError) as error:
+                print(f"{name}: {error}", file=sys.stderr)
+                raise SystemExit(2) from None
+            except WorkerFailure as error:
+                print(f"{name}: {error}", file=sys.stderr)
+                raise SystemExit(1) from None
+            except RunStopped as stop:
+                print(f"{name}: {stop}\ncontinue with: {name} resume={stop.resume_dir}", file=sys.stderr)
+                raise SystemExit(stop.exit_code) from None
+
+        return hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base=None)(task)
 
     def main(argv: list[str] | None = None) -> int:
         from hydra.core.global_hydra import GlobalHydra
 
         args = list(sys.argv[1:] if argv is None else argv)
+        run = command
+        if DRY_RUN_FLAG in args:
+            if dry_run is None:
+                print(f"{name}: {DRY_RUN_FLAG} is a flag of vlarl-train only", file=sys.stderr)
+                return 2
+            args.remove(DRY_RUN_FLAG)
+            run = dry_run
         try:
             check_choices(choice_overrides(args), need_recipe and not any(a in INFO_FLAGS for a in args))
         except ValueError as error:
@@ -77,7 +90,7 @@ def hydra_command(name: str, command: Command, need_recipe: bool = True) -> Call
         saved_argv = sys.argv
         sys.argv = [name, *with_job_name(args, name)]
         try:
-            app()
+            hydra_app(run)()
         except SystemExit as stop:
             return stop.code if isinstance(stop.code, int) else 1
         finally:

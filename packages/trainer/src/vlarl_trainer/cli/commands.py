@@ -3,6 +3,7 @@
     vlarl-collect   recipe=<name> dataset=<new dir> [collect.episodes_per_task=N ...]
     vlarl-sft       recipe=<name> dataset=<dir> [sft.steps=N ...]
     vlarl-train     recipe=<name> [policy.pretrained=<sft checkpoint>] [key=value ...] | resume=<run dir | auto>
+                    [--dry-run: validate, print the layout and each actor rank's memory, start nothing]
     vlarl-eval      eval.checkpoint=<run | checkpoint | policy dir> [recipe=<name>] [key=value ...]
     vlarl-main-job  recipe=<name> job=<demo | full> [key=value ...] | resume=<job dir | auto>
 
@@ -69,6 +70,26 @@ def train(config: VlarlConfig, overrides: list[str]) -> None:
         print(f"videos: {run_dir / 'videos'} ({len(videos)} files)")
 
 
+def dry_run(config: VlarlConfig, overrides: list[str]) -> None:
+    """Validate, then print the processes per device and one actor rank's memory; start no Ray. A
+    published-size recipe needs no checkpoint for it."""
+    from vlarl_trainer.rl.memory import estimate_actor_memory, layout_table, memory_table
+    from vlarl_trainer.rl.runner import auto_resumed_config, env_instructions, resumed_config
+    from vlarl_trainer.rl.validation import check_env, validate
+
+    if config.resume == AUTO:
+        config = auto_resumed_config(config, overrides)
+    elif config.resume is not None:
+        config = resumed_config(config.resume, overrides)
+    layout = validate(config, estimate_only=True)
+    probe = check_env(config)
+    observation_space = probe.observation_space
+    probe.close()
+    memory, parameters = estimate_actor_memory(config, layout, observation_space, env_instructions(config))
+    print(f"{config.recipe or config.resume}: valid\n\nprocesses per device:\n{layout_table(layout)}\n")
+    print(memory_table(config, memory, parameters, layout.actor_workers))
+
+
 def evaluate(config: VlarlConfig, overrides: list[str]) -> None:
     """Score ``eval.checkpoint`` on the recipe's env, or on its own run's env when no recipe is named."""
     from vlarl_trainer.config import config_from_yaml
@@ -105,6 +126,6 @@ def main_job(config: VlarlConfig, overrides: list[str]) -> None:
 
 collect_main = hydra_command("vlarl-collect", collect, need_recipe=False)
 sft_main = hydra_command("vlarl-sft", sft)
-train_main = hydra_command("vlarl-train", train)
+train_main = hydra_command("vlarl-train", train, dry_run=dry_run)
 eval_main = hydra_command("vlarl-eval", evaluate, need_recipe=False)
 main_job_main = hydra_command("vlarl-main-job", main_job)

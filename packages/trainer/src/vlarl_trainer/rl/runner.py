@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +276,8 @@ class Trainer:
         mark = time.perf_counter()
         if plan:
             batch_ref = ray.put(batch)
-            per_rank = self.actor.get(self.actor.call("train", batch_ref, plan))
+            with rollout_offloaded(self.rollout, config.rollout.offload):
+                per_rank = self.actor.get(self.actor.call("train", batch_ref, plan))
             for name in per_rank[0]:
                 metrics[train_metric_name(name)] = float(np.mean([m[name] for m in per_rank]))
         timings["time/actor_training"] = time.perf_counter() - mark
@@ -296,9 +298,15 @@ class Trainer:
         is not free."""
         if self.synced_step == step:
             return
-        weights = ray.put(self.actor.get(self.actor.workers[0].weights.remote()))
+        weights = ray.put(self.actor_weights())
         self.rollout.get(self.rollout.call("load_weights", weights, step))
         self.synced_step = step
+
+    def actor_weights(self) -> dict[str, torch.Tensor]:
+        """Actor rank 0's weights. FSDP gathers them from every rank's shard, so all ranks are called
+        (the others answer an empty dict); a DDP rank holds them whole and answers alone."""
+        ranks = self.actor.workers if self.config.actor.strategy == "fsdp" else self.actor.workers[:1]
+        return self.actor.get([worker.weights.remote() for worker in ranks])[0]
 
     def _evaluate(self, step: int, logger: MetricLogger) -> dict[str, Any]:
         """Evaluate the actor's policy after ``step`` updates. Its weights are synced first: the rollout
@@ -336,6 +344,18 @@ class Trainer:
             group.kill()
         if self.reaper is not None:
             stop_reaper(self.reaper)
+
+
+@contextlib.contextmanager
+def rollout_offloaded(rollout: WorkerGroup, offload: bool) -> Iterator[None]:
+    """With ``offload`` (``rollout.offload``), the rollout workers' policy waits on the CPU while the
+    block (the actor's update) runs, and is back on its device for the weight sync and rollout after it."""
+    if not offload:
+        yield
+        return
+    rollout.get(rollout.call("offload"))
+    yield
+    rollout.get(rollout.call("onload"))
 
 
 def actor_threads(config: VlarlConfig) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, STRATEGIES, VlarlConfig
+from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, PRECISIONS, STRATEGIES, VlarlConfig
 from vlarl_trainer.rl.placement import parse_component_placement
 
 
@@ -55,10 +55,10 @@ def check_env(config: VlarlConfig) -> gym.Env:
     return gym.make(env_id, action_chunk=config.env.action_chunk, **config.env.kwargs)
 
 
-def check_policy(config: VlarlConfig) -> None:
+def check_policy(config: VlarlConfig, estimate_only: bool = False) -> None:
     import vlarl_policies
 
-    if config.policy.pretrained is None and config.policy.preset == "base":
+    if config.policy.pretrained is None and config.policy.preset == "base" and not estimate_only:
         raise ValueError(
             "policy.preset 'base' (the published size) would start RL from random weights: set "
             "policy.pretrained=<checkpoint dir> (an SFT or published checkpoint)"
@@ -140,6 +140,7 @@ def check_training(config: VlarlConfig) -> None:
         f"actor.torch_threads must be >= 1 or null (runner.torch_threads), got {actor.torch_threads}",
     )
     require(actor.strategy in STRATEGIES, f"actor.strategy must be one of {STRATEGIES}, got {actor.strategy!r}")
+    require(actor.precision in PRECISIONS, f"actor.precision must be one of {PRECISIONS}, got {actor.precision!r}")
     require(config.rollout.video_interval >= 0,
             f"rollout.video_interval must be >= 0 (0: no training videos), got {config.rollout.video_interval}")
 
@@ -172,16 +173,18 @@ def check_cluster_limits(config: VlarlConfig) -> None:
             f"intact one before it), got {keep_last}")
 
 
-def validate(config: VlarlConfig, training: bool = True) -> Layout:
+def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = False) -> Layout:
     """Check the config and return the derived layout; ``training=False`` checks only what an evaluation
-    of a saved policy reads (env, policy, placement and episode length), not batch sizes or the algorithm."""
+    of a saved policy reads (env, policy, placement and episode length), not batch sizes or the algorithm.
+    ``estimate_only`` (the dry run) accepts a published-size policy without a checkpoint: sizes are all
+    it reads."""
     actor, rollout, env, algorithm = config.actor, config.rollout, config.env, config.algorithm
     if training:
         check_training(config)
     require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
     check_cluster_limits(config)
     placement = parse_component_placement(config.cluster.component_placement, placement_devices(config))
-    check_policy(config)
+    check_policy(config, estimate_only)
     probe = check_env(config)
     action_shape = probe.action_space.shape
     state_dim = probe.observation_space["states"].shape[0]

@@ -1,12 +1,19 @@
 """Actor worker: trains the policy on rollouts, one rank of a torch.distributed group.
 
 Every micro-batch loss is the masked mean of its entries scaled by its share of the global
-batch's loss weight (times the world size, which DDP's gradient average divides out), so R
-ranks make the same update as one rank with the same global batch.
+batch's loss weight (times the world size, which DDP's and FSDP's gradient average divides out), so
+R ranks make the same update as one rank with the same global batch, whichever ``actor.strategy``.
+
+``actor.precision`` sets the dtype of the parameters, gradients and AdamW state (``PARAMETER_DTYPES``)
+and whether the forward runs under bf16 autocast. What leaves the actor (the rollout workers' weights,
+a checkpoint's policy) is cast back to the dtypes the policy was loaded in, so a bfloat16 policy stays
+one; a checkpoint's ``actor_state.pt`` keeps the entries that cast rounds (``master_weights``), so a
+resume continues from the exact weights.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from datetime import timedelta
@@ -18,8 +25,12 @@ from torch import nn
 
 import vlarl_algos
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig
+from vlarl_trainer.rl.workers import sharding
 from vlarl_trainer.rl.workers.policy_loading import load_policy
 from vlarl_trainer.rl.workers.process import WorkerProcess
+
+PARAMETER_DTYPES = {"fp32": torch.float32, "bf16-mixed": torch.float32, "bf16-pure": torch.bfloat16}
+"""Per ``actor.precision``: the dtype of the trained parameters, and so of their gradients and AdamW moments."""
 
 
 class EvaluateModule(nn.Module):
@@ -50,6 +61,13 @@ def lr_lambda(schedule: str, warmup_steps: int, total_steps: int):
     return factor
 
 
+def cast_parameters(module: nn.Module, dtype: torch.dtype) -> None:
+    """Every floating-point parameter in ``dtype`` (buffers such as normalization statistics keep theirs)."""
+    for parameter in module.parameters():
+        if parameter.is_floating_point():
+            parameter.data = parameter.data.to(dtype)
+
+
 class ActorWorker(WorkerProcess):
     def __init__(
         self,
@@ -67,11 +85,18 @@ class ActorWorker(WorkerProcess):
         self.rank, self.world_size = rank, world_size
         self.actor, self.algorithm = actor, algorithm
         self.policy = load_policy(policy_path, threads).train()
+        if actor.gradient_checkpointing:
+            self.policy.set_gradient_checkpointing(True)
+        self.saved_dtypes = {name: tensor.dtype for name, tensor in self.policy.state_dict().items()}
+        """The dtype of every state dict entry as the policy was saved: what leaves the actor is cast back."""
+        cast_parameters(self.policy, PARAMETER_DTYPES[actor.precision])
         self.device = self.policy.device
         if world_size > 1:
             os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(minutes=10))
+        self.sharded = world_size > 1 and actor.strategy == "fsdp"
+        """Whether FSDP2 shards parameters, gradients and optimizer state over the ranks."""
         self.module = self._distribute(EvaluateModule(self.policy))
         groups = self.policy.parameter_groups()
         self.optimizer = torch.optim.AdamW(
@@ -90,17 +115,29 @@ class ActorWorker(WorkerProcess):
     def _distribute(self, module: nn.Module) -> nn.Module:
         if self.world_size == 1:
             return module
-        if self.actor.strategy == "fsdp":
-            from torch.distributed.fsdp import fully_shard
-
-            return fully_shard(module)
+        if self.sharded:
+            return sharding.shard(module, self.policy, self.device, self.actor.precision, self.actor.offload)
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(module, device_ids=device_ids, find_unused_parameters=True)
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """The policy's state dict on CPU, for the rollout workers."""
-        state = self.policy.state_dict()
-        return {name: tensor.detach().to("cpu", copy=True) for name, tensor in state.items()}
+        """The policy's state dict on CPU in the dtypes it was saved with, for the rollout workers.
+
+        With ``actor.strategy=fsdp`` over several ranks the gather is collective: every rank must be
+        called, rank 0 returns the weights and the others an empty dict. Otherwise every rank returns
+        its own whole copy.
+        """
+        return self._as_saved(sharding.full_model_state(self.policy, self.sharded))
+
+    def _as_saved(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """CPU copies of ``state``'s tensors in the dtypes the policy was loaded in."""
+        return {name: tensor.to("cpu", self.saved_dtypes[name], copy=True) for name, tensor in state.items()}
+
+    def _master_weights(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The entries of ``state`` that the cast to the saved dtypes rounds (a bfloat16 policy trained
+        with fp32 parameters), on the CPU."""
+        return {name: tensor.cpu() for name, tensor in state.items()
+                if tensor.dtype.itemsize > self.saved_dtypes[name].itemsize}
 
     def train(self, batch: dict[str, Any], plan: list[list[list[torch.Tensor]]]) -> dict[str, float]:
         """Optimizer steps over ``plan``: per global batch, this rank's micro-batch index tensors.
@@ -115,22 +152,20 @@ class ActorWorker(WorkerProcess):
         count = 0
         for global_batch in plan:
             global_weight = float(sum(batch["weights"][idx].sum() for rank in global_batch for idx in rank))
-            micro_batches = global_batch[self.rank]
-            for position, indices in enumerate(micro_batches):
-                last = position == len(micro_batches) - 1
-                sync = last or not isinstance(self.module, nn.parallel.DistributedDataParallel)
-                context = torch.enable_grad() if sync else self.module.no_sync()
-                with context:
+            micro_batches = self._micro_batches(global_batch)
+            for position, (indices, counted) in enumerate(micro_batches):
+                with self._gradient_sync(position == len(micro_batches) - 1):
                     loss, metrics = self._micro_batch_loss(batch, indices, global_weight)
-                    loss.backward()
-                for name, value in metrics.items():
-                    totals[name] = totals.get(name, 0.0) + value
-                count += 1
+                    (loss if counted else loss * 0.0).backward()
+                if counted:
+                    for name, value in metrics.items():
+                        totals[name] = totals.get(name, 0.0) + value
+                    count += 1
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.actor.clip_grad)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
-            totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(grad_norm) * len(micro_batches)
+            totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(grad_norm) * len(global_batch[self.rank])
         self._offload()
         metrics = {name: value / max(count, 1) for name, value in totals.items()}
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
@@ -142,9 +177,10 @@ class ActorWorker(WorkerProcess):
         forward_inputs = {k: v[indices].to(device) for k, v in batch["forward_inputs"].items()}
         weights = batch["weights"][indices].to(device)
         use_values = batch["old_values"] is not None
-        logprobs, entropy, values = self.module(
-            forward_inputs, compute_entropy=algorithm.entropy_coef > 0, compute_values=use_values
-        )
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.actor.precision != "fp32"):
+            outputs = self.module(forward_inputs, compute_entropy=algorithm.entropy_coef > 0, compute_values=use_values)
+        # The losses compare with fp32 targets (old log-probs, returns): bf16 outputs are widened first.
+        logprobs, entropy, values = (None if output is None else output.float() for output in outputs)
         actor_loss, metrics = vlarl_algos.ppo_actor_loss(
             logprobs,
             batch["old_logprobs"][indices].to(device),
@@ -180,13 +216,40 @@ class ActorWorker(WorkerProcess):
         scaled = loss * share * self.world_size
         return scaled, {name: float(value) for name, value in metrics.items()}
 
+    def _micro_batches(self, global_batch: list[list[torch.Tensor]]) -> list[tuple[torch.Tensor, bool]]:
+        """This rank's ``(indices, counted)`` micro-batches of one global batch.
+
+        FSDP's all-gathers are collectives, so every rank must run as many forward and backward
+        passes; a rank with fewer micro-batches than another repeats its last one with a loss of zero
+        weight (``counted`` False) until the counts match.
+        """
+        own = [(indices, True) for indices in global_batch[self.rank]]
+        if not self.sharded:
+            return own
+        missing = max(len(micro_batches) for micro_batches in global_batch) - len(own)
+        return own + [(own[-1][0], False)] * missing
+
+    def _gradient_sync(self, enabled: bool):
+        """Whether the coming backward pass reduces the gradients across ranks: only the last
+        micro-batch's does, the others accumulate locally (DDP's no_sync, FSDP2's requires_gradient_sync)."""
+        if isinstance(self.module, nn.parallel.DistributedDataParallel) and not enabled:
+            return self.module.no_sync()
+        if self.sharded:
+            self.module.set_requires_gradient_sync(enabled)
+        return contextlib.nullcontext()
+
     def _onload(self) -> None:
-        if self.actor.offload and self.device.type == "cpu" and torch.cuda.is_available():
+        if self._moves_between_phases() and self.device.type == "cpu":
             self._move(torch.device("cuda"))
 
     def _offload(self) -> None:
-        if self.actor.offload and torch.cuda.is_available():
+        if self._moves_between_phases():
             self._move(torch.device("cpu"))
+
+    def _moves_between_phases(self) -> bool:
+        """``actor.offload`` on a GPU moves a whole policy and its optimizer state to the CPU between
+        updates; FSDP's shards live on the CPU throughout instead (``sharding.shard``)."""
+        return self.actor.offload and not self.sharded and torch.cuda.is_available()
 
     def _move(self, device: torch.device) -> None:
         self.policy.to(device)
@@ -197,24 +260,40 @@ class ActorWorker(WorkerProcess):
         self.device = device
 
     def save(self, directory: str) -> None:
-        """Rank 0 writes the policy (save_pretrained) and the optimizer and scheduler state."""
+        """Rank 0 writes ``policy/`` (save_pretrained, in the policy's own dtypes) and ``actor_state.pt``:
+        the optimizer state keyed by parameter name, the scheduler state and the ``master_weights``.
+        Every rank must be called: under FSDP the gathers are collective."""
+        state = sharding.full_model_state(self.policy, self.sharded)
+        optimizer = sharding.full_optimizer_state(self.policy, self.optimizer)
         if self.rank != 0:
             return
-        self.policy.save_pretrained(os.path.join(directory, "policy"))
+        policy_holding(self.policy, self._as_saved(state)).save_pretrained(os.path.join(directory, "policy"))
         torch.save(
-            {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
+            {"optimizer": optimizer, "scheduler": self.scheduler.state_dict(),
+             "master_weights": self._master_weights(state)},
             os.path.join(directory, "actor_state.pt"),
         )
 
     def load(self, directory: str) -> None:
+        """Every rank restores what ``save`` wrote (whichever strategy and rank count wrote it)."""
         import vlarl_policies
 
-        saved = vlarl_policies.from_pretrained(os.path.join(directory, "policy"))
-        self.policy.load_state_dict(saved.state_dict())
-        state = torch.load(os.path.join(directory, "actor_state.pt"), map_location=self.device, weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
+        saved = vlarl_policies.from_pretrained(os.path.join(directory, "policy")).state_dict()
+        state = torch.load(os.path.join(directory, "actor_state.pt"), map_location="cpu", weights_only=False)
+        sharding.load_full_model_state(self.policy, {**saved, **state.get("master_weights", {})}, self.sharded)
+        sharding.load_full_optimizer_state(self.policy, self.optimizer, state["optimizer"], self.sharded)
         self.scheduler.load_state_dict(state["scheduler"])
 
     def close(self) -> None:
         if self.world_size > 1 and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def policy_holding(policy: nn.Module, state: dict[str, torch.Tensor]) -> nn.Module:
+    """A policy of ``policy``'s class, config and tokenizer whose weights are the tensors of ``state``
+    (not copies): built on the meta device, so saving a sharded or recast policy allocates no second
+    set of weights."""
+    with torch.device("meta"):
+        holder = type(policy)(policy.config, policy.tokenizer)
+    holder.load_state_dict(state, assign=True)
+    return holder

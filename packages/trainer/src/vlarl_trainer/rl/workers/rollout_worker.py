@@ -1,5 +1,9 @@
 """Rollout worker: an inference copy of the policy that acts for env shards and keeps what
-``evaluate`` will need (forward inputs, log-probs, values) until the driver collects it."""
+``evaluate`` will need (forward inputs, log-probs, values) until the driver collects it.
+
+With ``rollout.offload`` the driver parks the policy on the CPU while the actor updates (``offload``)
+and brings it back before the next weight load or rollout (``onload``), so an actor sharing the GPU
+has that memory for its update; RLinf's rollout ``enable_offload``."""
 
 from __future__ import annotations
 
@@ -17,9 +21,26 @@ class RolloutWorker(WorkerProcess):
     def __init__(self, policy_path: str, threads: int) -> None:
         self.enable_stack_dumps()
         self.policy = load_policy(policy_path, threads).eval()
+        self.device = self.policy.device
+        """Where the policy acts; ``offload`` parks it on the CPU in between."""
         self.version = -1
         self.generator = torch.Generator()
         self.buffers: dict[Any, dict[str, list]] = {}
+
+    def offload(self) -> None:
+        """Move the policy to the CPU and hand the GPU memory it held back to the device: the caching
+        allocator would otherwise keep it for this process, out of the actor's reach. On a machine
+        without CUDA the policy lives on the CPU already, and this does nothing."""
+        if self.device.type == "cpu":
+            return
+        self.policy.to("cpu")
+        torch.cuda.empty_cache()
+
+    def onload(self) -> None:
+        """Move the policy back to its device after ``offload``; nothing to do on a machine without CUDA."""
+        if self.device.type == "cpu":
+            return
+        self.policy.to(self.device)
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
         """Take the actor's weights (a broadcast object shared by every rollout worker); ``version`` is

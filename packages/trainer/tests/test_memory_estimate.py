@@ -1,0 +1,158 @@
+"""``vlarl-train --dry-run``: its byte counts against the tensors a real update holds."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from vlarl_envs.testing import require_simulator
+
+require_simulator("metaworld")
+
+import vlarl_policies  # noqa: E402
+from vlarl_trainer.config import load_config  # noqa: E402
+from vlarl_trainer.rl.memory import (  # noqa: E402
+    estimate_actor_memory,
+    observation_batch,
+    saved_activation_bytes,
+    state_bytes,
+)
+from vlarl_trainer.rl.runner import env_instructions  # noqa: E402
+from vlarl_trainer.rl.validation import check_env, validate  # noqa: E402
+
+pytestmark = pytest.mark.sim
+
+RECIPES = {"pi0": "metaworld_10_ppo_openpi_tiny", "openvla_oft": "metaworld_10_ppo_openvlaoft_tiny"}
+SMALL = ["env.id=vlarl/MetaWorld-reach-v3", "env.num_envs=2", "actor.global_batch_size=4", "actor.micro_batch_size=2",
+         "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 100}"]
+
+
+def estimate(name: str, *overrides: str):
+    config = load_config([f"recipe={RECIPES[name]}", *SMALL, *overrides])
+    layout = validate(config)
+    probe = check_env(config)
+    observation_space = probe.observation_space
+    probe.close()
+    memory, parameters = estimate_actor_memory(config, layout, observation_space, env_instructions(config))
+    return config, layout, observation_space, memory, parameters
+
+
+def tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def one_real_update(config, layout, observation_space, dtype: str):
+    """The run's policy (same seed, same sizes) after one AdamW step on a micro-batch of its own actions."""
+    torch.manual_seed(config.runner.seed)
+    policy = vlarl_policies.make(
+        config.policy.name, preset=config.policy.preset, tokenizer_corpus=env_instructions(config),
+        **{"action_dim": layout.action_dim, "state_dim": layout.state_dim, "action_chunk": config.env.action_chunk,
+           **config.policy.kwargs, "dtype": dtype}).train()
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
+    obs = observation_batch(observation_space, config.actor.micro_batch_size, env_instructions(config)[0])
+    forward_inputs = policy.act(obs).forward_inputs
+    output = policy.evaluate(forward_inputs, compute_entropy=config.algorithm.entropy_coef > 0)
+    outputs = [tensor for tensor in (output.logprobs, output.entropy, output.values) if tensor is not None]
+    sum(tensor.float().mean() for tensor in outputs).backward()
+    optimizer.step()
+    return policy, optimizer, forward_inputs
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+@pytest.mark.parametrize(("precision", "dtype"), [("fp32", "float32"), ("bf16-pure", "bfloat16")])
+def test_parameter_gradient_and_optimizer_bytes_are_exact(name, precision, dtype):
+    config, layout, observation_space, memory, parameters = estimate(name, f"actor.precision={precision}")
+    policy, optimizer, _ = one_real_update(config, layout, observation_space, dtype)
+
+    assert parameters == sum(p.numel() for p in policy.parameters())
+    assert memory.parameters == tensor_bytes(policy.parameters())
+    assert memory.gradients == tensor_bytes(p.grad for p in policy.parameters() if p.grad is not None)
+    held = [value for state in optimizer.state.values() for value in state.values() if torch.is_tensor(value)]
+    assert memory.optimizer == tensor_bytes(held)
+
+
+def test_fsdp_divides_the_states_among_ranks_rounding_each_tensor_up():
+    tensors = [torch.zeros(10, 3), torch.zeros(7, dtype=torch.bfloat16), torch.zeros(())]
+    assert state_bytes(tensors, 1, sharded=True) == 30 * 4 + 7 * 2 + 4
+    assert state_bytes(tensors, 4, sharded=True) == 3 * 3 * 4 + 2 * 2 + 4
+    assert state_bytes(tensors, 4, sharded=False) == 30 * 4 + 7 * 2 + 4
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_fake_activation_count_equals_the_real_one(name):
+    config, layout, observation_space, memory, _ = estimate(name)
+    policy, _, forward_inputs = one_real_update(config, layout, observation_space, "float32")
+    real, _ = saved_activation_bytes(policy, forward_inputs, "fp32",
+                                     compute_entropy=config.algorithm.entropy_coef > 0, compute_values=True)
+    assert memory.activations == pytest.approx(real, rel=0.02)
+    assert memory.activations > 0
+
+
+def test_offload_frees_the_rank_between_updates_and_fsdp_shards_it():
+    _, _, _, whole, _ = estimate("pi0")
+    _, _, _, offloaded, _ = estimate("pi0", "actor.offload=true")
+    _, _, _, sharded, _ = estimate("pi0", "actor.strategy=fsdp", "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}")
+    _, _, _, sharded_offloaded, _ = estimate("pi0", "actor.strategy=fsdp", "actor.offload=true", "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}")
+    assert whole.between_updates == whole.parameters + whole.optimizer
+    assert offloaded.between_updates == 0 and offloaded.peak == whole.peak
+    assert whole.parameters / 2 <= sharded.parameters < whole.parameters * 0.55
+    assert whole.gathered == 0 and 0 < sharded.gathered < whole.parameters
+    assert sharded_offloaded.peak == sharded.peak - sharded.states and sharded_offloaded.between_updates == 0
+    _, _, _, replicated, _ = estimate("pi0", "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}")
+    assert whole.gradient_buckets == 0 and replicated.gradient_buckets == whole.parameters  # every weight trains
+
+
+def test_dry_run_prints_the_layout_and_the_memory_and_starts_nothing(tmp_path):
+    command = [sys.executable, "-m", "vlarl_trainer", f"recipe={RECIPES['pi0']}", *SMALL,
+               f"runner.output_dir={tmp_path}", "--dry-run"]
+    shown = subprocess.run(command, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert "device 0: env 0, rollout 0, actor 0" in shown.stdout
+    for row in ("parameters", "gradients", "optimizer (AdamW)", "activations (micro-batch 2)", "peak during an update"):
+        assert row in shown.stdout
+    assert list(tmp_path.iterdir()) == []
+    refused = subprocess.run([*command[:-1], "actor.precision=fp16", "--dry-run"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "actor.precision must be one of" in refused.stderr
+
+
+def published_size_recipes() -> list[str]:
+    from vlarl_trainer.config import available_recipes
+
+    return [name for name in available_recipes() if load_config([f"recipe={name}"]).policy.preset == "base"]
+
+
+@pytest.mark.slow
+def test_every_published_size_recipe_fits_a_rank_of_an_80_gb_gpu():
+    """With room to spare for the collocated rollout copy and the simulators, and with no checkpoint."""
+    for simulator in ("mani_skill", "libero"):
+        require_simulator(simulator)
+    recipes = published_size_recipes()
+    assert len(recipes) >= 15
+    for recipe in recipes:
+        config = load_config([f"recipe={recipe}"])
+        layout = validate(config, estimate_only=True)
+        probe = check_env(config)
+        memory, parameters = estimate_actor_memory(config, layout, probe.observation_space, env_instructions(config))
+        probe.close()
+        assert parameters > 3e9, recipe
+        assert memory.peak < 48 * 2**30, f"{recipe}: {memory.peak / 2**30:.1f} GiB per actor rank"
+
+
+@pytest.mark.gpu
+def test_activation_estimate_is_within_a_quarter_of_the_cuda_peak():
+    config, layout, observation_space, memory, _ = estimate("pi0", "actor.micro_batch_size=32")
+    torch.manual_seed(0)
+    policy = vlarl_policies.make(
+        config.policy.name, preset=config.policy.preset, tokenizer_corpus=env_instructions(config), device="cuda",
+        **{"action_dim": layout.action_dim, "state_dim": layout.state_dim, "action_chunk": config.env.action_chunk,
+           **config.policy.kwargs}).train()
+    obs = observation_batch(observation_space, 32, env_instructions(config)[0])
+    forward_inputs = {k: v.cuda() for k, v in policy.act(obs).forward_inputs.items()}
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    output = policy.evaluate(forward_inputs)
+    held = torch.cuda.memory_allocated() - before
+    del output
+    assert held == pytest.approx(memory.activations, rel=0.25)
