@@ -84,6 +84,8 @@ def test_rlinfs_libero_recipes_validate(recipe):
     config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
     layout = validate(config)
     assert (layout.action_dim, layout.state_dim) == (7, 8) and config.policy.preset == "base"
+    if recipe.endswith("quickstart"):  # RLinf's minimum case offloads the actor and the rollout
+        assert config.actor.offload and config.rollout.offload
     preset_config(config.policy.name, config.policy.preset,
                   **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
 
