@@ -19,6 +19,7 @@ require_simulator("libero.libero.envs")
 
 from vlarl_envs import family_of  # noqa: E402  (registers the ids once the simulator is known to exist)
 from vlarl_envs.libero import INIT_STATES_PER_TASK, LIBERO_SUITES, libero_env_id, suite_tasks  # noqa: E402
+from vlarl_envs.libero.suites import perturbation_tasks  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
@@ -47,7 +48,9 @@ def test_family_lists_each_suite_with_libero_language():
         for task in expected:
             assert instructions.canonical(task.name) == task.language
             assert instructions.paraphrases(task.name) == ()
-        assert family.splits(env_id) == ("train", "test")
+        assert family.splits(env_id)[:2] == ("train", "test")
+    assert family_of(SPATIAL).splits(SPATIAL) == ("train", "test", "language", "position", "object", "task")
+    assert family_of(libero_env_id("90")).splits(libero_env_id("90")) == ("train", "test")  # no LIBERO-Pro 90
     family = family_of(SPATIAL)
     assert len(family.feature_names["observation.state"]) == 8 and len(family.feature_names["action"]) == 7
     subset = list(family.tasks(SPATIAL)[3:5])
@@ -240,3 +243,63 @@ def test_vector_env_steps_subprocesses():
     observations, rewards, *_ = vector.step(np.zeros((2, 7), np.float32))
     assert rewards.shape == (2,) and len(observations["task_description"]) == 2
     vector.close()
+
+
+def body_positions(env):
+    """World position of every object and fixture (the bodies bddl names ``<name>_main``)."""
+    sim = env.unwrapped.simulator.sim
+    names = (sim.model.body_id2name(body) for body in range(sim.model.nbody))
+    return {name: np.array(sim.data.body_xpos[sim.model.body_name2id(name)]) for name in names if name.endswith("_main")}
+
+
+@pytest.mark.slow
+def test_ood_splits_play_libero_pro_perturbation_suites():
+    """Each OOD split plays its LIBERO-Pro suite's task k // 50 from that suite's state k % 50 with
+    the suite's instruction, and differs from ``test`` in what it perturbs and nothing else."""
+    task = family_of(SPATIAL).tasks(SPATIAL)[0]
+    env = gym.make(SPATIAL, image_size=32, settle_steps=0, tasks=[task])
+    episode_id = 3
+    starts = {}
+    for split in ("test", "language", "position", "object", "task"):
+        observation, info = env.reset(options={"episode_id": episode_id, "split": split})
+        suite = LIBERO_SUITES["Spatial"].name
+        expected = suite_tasks(suite)[0] if split == "test" else perturbation_tasks(suite, split)[0]
+        assert (info["split"], info["task"], info["init_state"]) == (split, task, episode_id)
+        assert expected.name == task and observation["task_description"] == expected.language
+        np.testing.assert_array_equal(env.unwrapped.simulator.get_sim_state(), expected.init_states[episode_id])
+        starts[split] = (observation["task_description"], body_positions(env))
+    test_language, test_bodies = starts["test"]
+    assert test_language == "pick up the black bowl between the plate and the ramekin and place it on the plate"
+    for split in ("language", "task"):
+        language, bodies = starts[split]
+        assert language != test_language and bodies.keys() == test_bodies.keys()
+        # LIBERO-Pro samples each suite's 50 states anew from the same placement regions
+        assert max(np.abs(bodies[name] - test_bodies[name]).max() for name in bodies) < 0.07
+    assert "not between" in starts["task"][0]
+    language, bodies = starts["position"]
+    assert language == test_language and bodies.keys() == test_bodies.keys()
+    plate_moved = bodies["plate_1_main"][:2] - test_bodies["plate_1_main"][:2]
+    assert np.linalg.norm(plate_moved) > 0.15  # the plate and the cookie box trade places
+    language, bodies = starts["object"]
+    assert language == test_language
+    assert {"black_bowl_1_main", "yellow_plate_1_main"} <= bodies.keys()
+    assert not {"akita_black_bowl_1_main", "plate_1_main"} & bodies.keys()
+    env.close()
+
+
+@pytest.mark.slow
+def test_check_env_passes_on_an_ood_split_and_unavailable_splits_error():
+    env = gym.make(SPATIAL, image_size=32, split="position", tasks=[family_of(SPATIAL).tasks(SPATIAL)[1]])
+    check_env(env.unwrapped, skip_render_check=True)
+    check_env(env, skip_render_check=True)
+    _, info = env.reset(options={"episode_id": 60})
+    assert info["split"] == "position" and info["init_state"] == 10
+    with pytest.raises(ValueError, match=r"unknown split 'lighting'.*'language', 'position', 'object', 'task'"):
+        env.reset(options={"split": "lighting"})
+    env.close()
+    long_horizon = gym.make(libero_env_id("90"), obs_mode="state")
+    with pytest.raises(ValueError, match=r"split 'language' needs LIBERO-Pro's _lan suite.*\['train', 'test'\]"):
+        long_horizon.reset(options={"split": "language"})
+    with pytest.raises(ValueError, match=r"split 'object' needs"):
+        gym.make(libero_env_id("90"), split="object")
+    long_horizon.close()

@@ -2,7 +2,8 @@
 
 Task Description:
     One suite of LIBERO (Spatial, Object, Goal, 10 = Long, 90), a task of it per reset, drawn or
-    fixed by ``options["task"]``. The instruction is LIBERO's own language for the task.
+    fixed by ``options["task"]``. The instruction is LIBERO's own language for the task, or the
+    perturbation suite's in an OOD split.
 
 Randomizations:
     ``test`` is LIBERO's evaluation protocol: episode k plays task k // 50 (of the env's tasks,
@@ -14,6 +15,13 @@ Randomizations:
     states, are placed by its sampler seeded from the episode too. After either, ``settle_steps``
     steps of no motion with the gripper open let objects come to rest (openpi waits 10) before
     the first observation.
+
+    The OOD splits ``language``, ``position``, ``object`` and ``task`` play LIBERO-Pro's
+    perturbation suites (``_lan``, ``_swap``, ``_object``, ``_task``) where they are installed:
+    episode k is task k // 50 from that suite's own initial state k % 50, as in ``test``. A
+    perturbed task keeps its base task's name, so ``options["task"]`` names the base task in every
+    split; in ``task`` that is the base task's scene with LIBERO-Pro's changed goal, whose
+    instruction and success predicate replace the base task's.
 
 Success Conditions:
     LIBERO's own predicate over the task's bddl goal (``check_success``, what its ``done`` reports).
@@ -29,7 +37,8 @@ all in [-1, 1]; gripper -1 opens, +1 closes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -54,11 +63,10 @@ from vlarl_envs.libero.simulator import (
     reset_seeded,
     shift_objects,
 )
-from vlarl_envs.libero.suites import INIT_STATES_PER_TASK, LiberoTask
+from vlarl_envs.libero.suites import BASE_SPLITS, INIT_STATES_PER_TASK, PERTURBATIONS, LiberoTask
 
-SPLITS = ("train", "test")
-SPLIT_STREAMS = {"train": 0, "test": 1}
-"""Seed stream of each split's generator; ``test`` draws nothing but the task of a bare reset."""
+SPLIT_STREAMS = {split: stream for stream, split in enumerate(BASE_SPLITS + tuple(PERTURBATIONS))}
+"""Seed stream of each split's generator; all but ``train`` draw nothing but the task of a bare reset."""
 
 STATE_LOW = np.array([-2.0, -2.0, -1.0, -2 * np.pi, -2 * np.pi, -2 * np.pi, -0.1, -0.1])
 STATE_HIGH = np.array([2.0, 2.0, 3.0, 2 * np.pi, 2 * np.pi, 2 * np.pi, 0.1, 0.1])
@@ -75,6 +83,7 @@ class LiberoEnv(gym.Env):
         self,
         tasks: Sequence[LiberoTask],
         horizon: int,
+        perturbed_tasks: Mapping[str, Sequence[LiberoTask]] | None = None,
         env_id: str = "vlarl/LIBERO",
         obs_mode: str = "rgb",
         image_size: int | tuple[int, int] = 224,
@@ -89,6 +98,8 @@ class LiberoEnv(gym.Env):
         Args:
             tasks: the LIBERO tasks this env plays, in their suite's order.
             horizon: policy steps before truncation (settle steps not counted).
+            perturbed_tasks: for each installed OOD split (a key of ``PERTURBATIONS``), its
+                LIBERO-Pro tasks, with the names of ``tasks``.
             env_id: the registered id, used in error messages.
             obs_mode: "rgb" (both cameras + state) or "state".
             image_size: camera resolution, int or (H, W); default 224x224.
@@ -103,14 +114,21 @@ class LiberoEnv(gym.Env):
         if not tasks:
             raise ValueError(f"{env_id}: expected at least one task, got none")
         check_obs_mode(obs_mode)
-        validate_choice(env_id, "split", split, SPLITS)
+        self.env_id = env_id
+        self.tasks = {task.name: task for task in tasks}
+        self.split_tasks = {"train": self.tasks, "test": self.tasks}
+        for ood_split, ood_tasks in (perturbed_tasks or {}).items():
+            validate_choice(env_id, "perturbation split", ood_split, PERTURBATIONS)
+            if [task.name for task in ood_tasks] != list(self.tasks):
+                raise ValueError(f"{env_id}: the {ood_split!r} split's tasks must be {list(self.tasks)}, "
+                                 f"got {[task.name for task in ood_tasks]}")
+            self.split_tasks[ood_split] = {task.name: task for task in ood_tasks}
+        self.check_split(split)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         if horizon <= 0 or settle_steps < 0 or train_shift < 0:
             raise ValueError(f"{env_id}: need horizon > 0, settle_steps >= 0 and train_shift >= 0, got "
                              f"{horizon}, {settle_steps}, {train_shift}")
-        self.env_id = env_id
-        self.tasks = {task.name: task for task in tasks}
         self.horizon = int(horizon)
         self.obs_mode = obs_mode
         self.image_size = image_shape(image_size)[:2]
@@ -123,8 +141,9 @@ class LiberoEnv(gym.Env):
         self.observation_space = observation_space(obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True)
         self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
         self._simulator: Any = None
-        self._simulator_task: str | None = None
+        self._simulator_bddl: Path | None = None
         self._task: str | None = None
+        self._episode_task: LiberoTask | None = None
         self._elapsed = 0
         self._robot_obs: dict[str, np.ndarray] = {}
         self._last_image: np.ndarray | None = None
@@ -137,27 +156,42 @@ class LiberoEnv(gym.Env):
         return self._task
 
     @property
+    def splits(self) -> tuple[str, ...]:
+        """``train``, ``test`` and the OOD splits this env was given tasks for."""
+        return tuple(self.split_tasks)
+
+    def check_split(self, split: str) -> str:
+        """``split``, or a ValueError naming the available splits (and, for an OOD split the installed
+        assets lack, the LIBERO-Pro suite it needs)."""
+        if split in PERTURBATIONS and split not in self.split_tasks:
+            raise ValueError(f"{self.env_id}: split {split!r} needs LIBERO-Pro's "
+                             f"_{PERTURBATIONS[split].suffix} suite, which the installed assets lack "
+                             f"for this suite; available splits: {list(self.splits)}")
+        return validate_choice(self.env_id, "split", split, self.splits)
+
+    @property
     def simulator(self) -> Any:
         """LIBERO's ``OffScreenRenderEnv`` of the current task, for inspection (``sim``, ``env``)."""
         if self._task is None:
             raise RuntimeError(f"{self.env_id}: call reset() first")
         return self._simulator
 
-    def _simulator_of(self, task: str) -> Any:
-        """The task's simulator; the previous task's is closed first, so one model is held at a time."""
-        if self._simulator_task != task:
+    def _simulator_of(self, task: LiberoTask) -> Any:
+        """The task's simulator, kept while episodes play the same bddl file (an OOD split's task has
+        its own); the previous one is closed first, so one model is held at a time."""
+        if self._simulator_bddl != task.bddl_file:
             if self._simulator is not None:
                 self._simulator.close()
                 self._simulator = None
-            self._simulator = build_simulator(self.tasks[task], self.fast_render)
-            self._simulator_task = task
+            self._simulator = build_simulator(task, self.fast_render)
+            self._simulator_bddl = task.bddl_file
         return self._simulator
 
     def episode_start(self, split: str, episode_id: int, task: str | None) -> tuple[str, int, np.random.Generator]:
         """The task, the index of its initial state and the generator of the rest of an episode."""
         names = list(self.tasks)
         rng = np.random.default_rng([SPLIT_STREAMS[split], episode_id])
-        if split == "test":
+        if split != "train":
             if task is None:
                 task = names[(episode_id // INIT_STATES_PER_TASK) % len(names)]
             return task, episode_id % INIT_STATES_PER_TASK, rng
@@ -168,20 +202,22 @@ class LiberoEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = validate_options(self.env_id, options)
-        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLITS)
+        split = self.check_split(options.get("split", self.split))
         episode_id = options.get("episode_id")
         if episode_id is None:
             episode_id = int(self.np_random.integers(2**31))
         chosen = validate_choice(self.env_id, "task", options["task"], self.tasks) if "task" in options else None
         task, state_index, rng = self.episode_start(split, int(episode_id), chosen)
-        simulator = self._simulator_of(task)
+        episode_task = self.split_tasks[split][task]
+        simulator = self._simulator_of(episode_task)
         reset_seeded(simulator, int(rng.integers(2**32)))
-        self._robot_obs = simulator.set_init_state(self.tasks[task].init_states[state_index])
+        self._robot_obs = simulator.set_init_state(episode_task.init_states[state_index])
         if split == "train" and self.train_shift > 0:
             shift_objects(simulator.sim, rng, self.train_shift)
         for _ in range(self.settle_steps):
             self._robot_obs, *_ = simulator.step(SETTLE_ACTION)
         self._task = task
+        self._episode_task = episode_task
         self._elapsed = 0
         success = bool(simulator.check_success())
         info = {"success": success, "is_success": success, "task": task, "episode_id": int(episode_id),
@@ -206,7 +242,7 @@ class LiberoEnv(gym.Env):
         if self.obs_mode == "rgb" and not self.defer_images:
             observation.update(self._render_cameras())
         observation["states"] = proprioception(self._robot_obs)
-        observation["task_description"] = self.tasks[self._task].language
+        observation["task_description"] = self._episode_task.language
         return observation
 
     def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
@@ -233,5 +269,5 @@ class LiberoEnv(gym.Env):
         if self._simulator is not None:
             self._simulator.close()
             self._simulator = None
-            self._simulator_task = None
+            self._simulator_bddl = None
         super().close()

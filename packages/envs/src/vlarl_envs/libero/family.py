@@ -27,9 +27,10 @@ def libero_instructions(env_id: str) -> InstructionSet:
 
 
 def libero_splits(env_id: str) -> tuple[str, ...]:
-    from vlarl_envs.libero.env import SPLITS  # the env module sets MuJoCo's GL backend on import
+    """``train``, ``test`` and the LIBERO-Pro OOD splits whose suite is installed complete for the id's suite."""
+    from vlarl_envs.libero.suites import LIBERO_SUITES, available_splits
 
-    return SPLITS
+    return available_splits(LIBERO_SUITES[registered_kwargs(env_id)["suite"]].name)
 
 
 LIBERO_FAMILY = EnvFamily(

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from vlarl_envs.libero.suites import LIBERO_SUITES, LiberoTask, suite_tasks
+from vlarl_envs.libero.suites import (
+    LIBERO_SUITES,
+    PERTURBATIONS,
+    LiberoTask,
+    available_splits,
+    perturbation_tasks,
+    suite_tasks,
+)
 from vlarl_envs.stack import CONTRACT_SPEC, wrap_contract
 
 LIBERO_REWARD_MAX = 1.0
@@ -35,6 +42,15 @@ def chosen_tasks(env_id: str, suite: str, tasks: Sequence[str] | None) -> tuple[
     return tuple(available[name] for name in tasks)
 
 
+def chosen_perturbation_tasks(suite: str, tasks: Sequence[LiberoTask]) -> dict[str, tuple[LiberoTask, ...]]:
+    """For each OOD split installed for the suite, its perturbed tasks of the same names as ``tasks``."""
+    suite_name = LIBERO_SUITES[suite].name
+    names = [task.name for task in tasks]
+    splits = [split for split in available_splits(suite_name) if split in PERTURBATIONS]
+    perturbed = {split: {task.name: task for task in perturbation_tasks(suite_name, split)} for split in splits}
+    return {split: tuple(perturbed[split][name] for name in names) for split in splits}
+
+
 def make_libero_env(
     suite: str,
     tasks: Sequence[str] | None = None,
@@ -58,8 +74,10 @@ def make_libero_env(
     """
     from vlarl_envs.libero.env import LiberoEnv
 
+    base_tasks = chosen_tasks(env_id, suite, tasks)
     env = LiberoEnv(
-        tasks=chosen_tasks(env_id, suite, tasks),
+        tasks=base_tasks,
+        perturbed_tasks=chosen_perturbation_tasks(suite, base_tasks),
         horizon=LIBERO_SUITES[suite].horizon if horizon is None else horizon,
         env_id=env_id,
         **env_kwargs,
