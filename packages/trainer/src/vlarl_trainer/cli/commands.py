@@ -28,14 +28,25 @@ def collect(config: VlarlConfig, overrides: list[str]) -> None:
     print(f"\ndataset: {summary.path} ({summary.seconds:.0f} s)")
 
 
-def sft(config: VlarlConfig, overrides: list[str]) -> None:
+def print_evaluation(report: dict) -> None:
+    """An evaluation report's table of single-task success, when it played episodes, and calvin's line for
+    the CALVIN chains, when it played them."""
+    from vlarl_envs.calvin.chains import format_summary
     from vlarl_trainer.rl.evaluation import format_table
+
+    if "eval/success_once" in report["metrics"]:
+        print(format_table(None, report))
+    if "chains" in report:
+        print(f"CALVIN chains ({len(report['chains']['lengths'])}): {format_summary(report['chains']['summary'])}")
+
+
+def sft(config: VlarlConfig, overrides: list[str]) -> None:
     from vlarl_trainer.sft.train import run_sft
 
     result = run_sft(config)
     print(f"\nloss {result.first_loss:.4f} -> {result.final_loss:.4f} in {result.train_seconds:.0f} s")
     if result.evaluation is not None:
-        print(format_table(None, result.evaluation))
+        print_evaluation(result.evaluation)
     print(f"\ncheckpoint: {result.checkpoint}\ntensorboard: {result.run_dir / 'tensorboard'}\n"
           f"metrics: {result.run_dir / 'metrics.jsonl'}")
 
@@ -91,9 +102,10 @@ def dry_run(config: VlarlConfig, overrides: list[str]) -> None:
 
 
 def evaluate(config: VlarlConfig, overrides: list[str]) -> None:
-    """Score ``eval.checkpoint`` on the recipe's env, or on its own run's env when no recipe is named."""
+    """Score ``eval.checkpoint`` on the recipe's env, or on its own run's env when no recipe is named; with
+    ``eval.calvin_chains``, also CALVIN's chains, printed as calvin prints them."""
     from vlarl_trainer.config import config_from_yaml
-    from vlarl_trainer.rl.evaluation import evaluate_checkpoint, format_table, resolve_policy
+    from vlarl_trainer.rl.evaluation import evaluate_checkpoint, resolve_policy
 
     if config.eval.checkpoint is None:
         raise ValueError("name the policy to score: eval.checkpoint=<run dir | checkpoints/step_N | policy dir>")
@@ -105,8 +117,9 @@ def evaluate(config: VlarlConfig, overrides: list[str]) -> None:
         config = config_from_yaml(run_dir / "config.yaml", [o for o in overrides if not o.startswith("recipe=")])
     video_dir = policy_dir.parent / "eval_videos" if config.eval.video else None
     report = evaluate_checkpoint(config, policy_dir, video_dir)
-    print(format_table(None, report))
-    print(json.dumps({k: v for k, v in report["metrics"].items() if "/" not in k[5:]}, indent=2))
+    print_evaluation(report)
+    headline = {k: v for k, v in report["metrics"].items() if "/" not in k[5:] or k.startswith("eval/chains/")}
+    print(json.dumps(headline, indent=2))
 
 
 def main_job(config: VlarlConfig, overrides: list[str]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.placement_group import placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from vlarl_trainer.rl.stopping import Abandon
 from vlarl_trainer.rl.workers.process import STACK_SIGNAL, stack_file
@@ -103,8 +103,9 @@ def gpu_count() -> int:
 
 
 def free_port() -> int:
+    """A port no socket of this host holds, on any of its addresses (others may connect to it)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("", 0))
         return sock.getsockname()[1]
 
 
@@ -112,7 +113,11 @@ class WorkerGroup:
     """One Ray actor per process of a component, in rank order.
 
     Its calls wait at most ``deadline.seconds()``; ``identify`` learns where each process runs, which
-    ``stacks`` needs; ``restart(rank)`` replaces one process with a new one built as the first was."""
+    ``stacks`` needs; ``restart(rank)`` replaces one process with a new one built as the first was.
+
+    Without a placement group (no GPUs) a process takes no resources and Ray starts it on the driver's
+    node; ``spread`` puts the processes on the cluster's nodes in turn instead (``spread_over_nodes``),
+    which on one machine changes nothing."""
 
     def __init__(
         self,
@@ -122,6 +127,7 @@ class WorkerGroup:
         init_args: Sequence[tuple[tuple, dict]],
         bundles: Any | None,
         deadline: Deadline | None = None,
+        spread: bool = False,
     ) -> None:
         self.role = role
         self.deadline = deadline
@@ -133,13 +139,16 @@ class WorkerGroup:
         self.remote_cls = ray.remote(cls)
         self.specs: list[tuple[dict[str, Any], tuple, dict]] = []
         """Per rank: the actor options and constructor arguments it was built with."""
-        for devices, (args, kwargs) in zip(processes, init_args):
+        nodes = spread_over_nodes(len(processes)) if spread and bundles is None else None
+        for rank, (devices, (args, kwargs)) in enumerate(zip(processes, init_args)):
             options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1}
             if bundles is not None:
                 options["num_gpus"] = len(devices) / sharing[devices[0]] if len(devices) == 1 else len(devices)
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                     bundles, placement_group_bundle_index=devices[0]
                 )
+            elif nodes is not None:
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[rank], soft=False)
             self.specs.append((options, args, kwargs))
         self.workers = [self.remote_cls.options(**options).remote(*args, **kwargs) for options, args, kwargs in self.specs]
         self.processes: list[tuple[str, int] | None] = [None] * len(self.workers)
@@ -209,6 +218,17 @@ class WorkerGroup:
         for worker in self.workers:
             ray.kill(worker, no_restart=True)
         self.forget_stack_files()
+
+
+def spread_over_nodes(count: int) -> list[str]:
+    """Node ids for ``count`` processes that take no resources: the alive nodes with CPUs in turn, the
+    driver's first. Ray's SPREAD strategy and soft node affinity are best effort and leave such processes on
+    one node in some runs; a hard affinity to a node that was alive a moment ago does not."""
+    here = ray.get_runtime_context().get_node_id()
+    nodes = sorted((node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0),
+                   key=lambda node: node != here)
+    nodes = nodes or [here]
+    return [nodes[index % len(nodes)] for index in range(count)]
 
 
 def gpu_bundles(num_devices: int):

@@ -3,7 +3,8 @@ actions, success per task and per split.
 
 The one evaluator of vlarl: the trainer runs ``evaluate`` on its own workers, and vlarl-eval and
 vlarl-sft run ``evaluate_checkpoint``, which starts the same env and rollout workers for a saved
-policy, so a checkpoint scores the same whichever command scores it."""
+policy, so a checkpoint scores the same whichever command scores it. CALVIN's long-horizon chains, one
+env's sequence of tasks each, play in the evaluating process (``evaluate_calvin_chains``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from vlarl_trainer.config import VlarlConfig
 from vlarl_trainer.progress import progress_bar
 from vlarl_trainer.rl.rollout import Shards, run_episodes
-from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
+from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS, policy_inputs
 
 
 
@@ -131,21 +132,41 @@ def success_by(episodes: list[dict[str, Any]], key: str) -> dict[tuple[str, str]
 
 
 def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: Path | None = None) -> dict[str, Any]:
-    """Score the saved policy at ``policy_dir`` on ``env.*`` with ``eval.*``, on workers placed as in training.
+    """Score the saved policy at ``policy_dir`` on ``env.*`` with ``eval.*``, on workers placed as in training,
+    then on ``eval.calvin_chains`` of CALVIN's chains in this process. ``eval.episodes_per_task=0`` with
+    chains scores the chains alone and starts no workers.
 
-    Returns ``evaluate``'s report, with ``time/eval`` among its metrics."""
+    Returns ``evaluate``'s report, with ``time/eval`` among its metrics and, with chains, their
+    ``eval/chains/...`` metrics and ``chains`` (``evaluate_calvin_chains``' lengths and summary)."""
     import time
 
-    import ray
-
-    from vlarl_trainer.rl.cluster import Deadline, start_ray
-    from vlarl_trainer.rl.rollout import start_inference_workers, worker_bundles
     from vlarl_trainer.rl.validation import validate
 
     config = evaluation_env(config)
     config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, pretrained=str(policy_dir)))
+    check_calvin_chains(config)
     layout = validate(config, training=False)
     started = time.perf_counter()
+    if config.eval.episodes_per_task > 0 or not config.eval.calvin_chains:
+        report = evaluate_on_workers(config, layout, policy_dir, video_dir)
+    else:
+        report = {"metrics": {}, "table": {}, "groups": {}, "videos": [], "episodes": []}
+    if config.eval.calvin_chains:
+        chains = evaluate_calvin_chains(config, policy_dir)
+        report["metrics"].update(chains.pop("metrics"))
+        report["chains"] = chains
+    report["metrics"]["time/eval"] = time.perf_counter() - started
+    return report
+
+
+def evaluate_on_workers(config: VlarlConfig, layout: Any, policy_dir: str | Path, video_dir: Path | None
+                        ) -> dict[str, Any]:
+    """``evaluate_config`` on env and rollout workers started for the saved policy and stopped after."""
+    import ray
+
+    from vlarl_trainer.rl.cluster import Deadline, start_ray
+    from vlarl_trainer.rl.rollout import start_inference_workers, worker_bundles
+
     own_ray = not ray.is_initialized()
     start_ray(config.cluster.address, config.cluster.num_cpus)
     shards = None
@@ -154,15 +175,77 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
                                          Deadline(config.cluster.call_timeout))
         for group in (shards.env, shards.rollout):
             group.identify(config.cluster.start_timeout)
-        report = evaluate_config(config, shards, layout.chunk_steps, video_dir)
+        return evaluate_config(config, shards, layout.chunk_steps, video_dir)
     finally:
         if shards is not None:
             shards.env.kill()
             shards.rollout.kill()
         if own_ray:
             ray.shutdown()
-    report["metrics"]["time/eval"] = time.perf_counter() - started
-    return report
+
+
+def check_calvin_chains(config: VlarlConfig) -> None:
+    """``eval.calvin_chains`` asks for a count of CALVIN's chains on a CALVIN evaluation env: the chains are
+    CALVIN's tasks and start states, which no other family can play."""
+    from vlarl_envs import family_of
+    from vlarl_envs.calvin.chains import NUM_CHAINS
+
+    count = config.eval.calvin_chains
+    if not count:
+        return
+    if not 0 < count <= NUM_CHAINS:
+        raise ValueError(f"eval.calvin_chains must lie in 0..{NUM_CHAINS} (0: none, {NUM_CHAINS}: the benchmark), "
+                         f"got {count}")
+    env_id = evaluation_env(config).env.id
+    if family_of(env_id).name != "CALVIN":
+        raise ValueError(f"eval.calvin_chains={count} plays CALVIN's evaluation chains, but the evaluation env is "
+                         f"{env_id}; score them on vlarl/CALVIN-D-v0 (env.id or eval.env_id)")
+
+
+class ChainPolicy:
+    """A saved policy as ``vlarl_envs.calvin.chains`` calls it: one observation in, its deterministic action
+    chunk out (the env's ``action_chunk`` actions, which the chain executes before asking again)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def __call__(self, observation: dict[str, Any]) -> np.ndarray:
+        import torch
+
+        batch = {key: [value] if key == "task_description" else np.asarray(value)[None]
+                 for key, value in policy_inputs(observation).items()}
+        with torch.no_grad():
+            return self.policy.act(batch, deterministic=True).actions[0].cpu().numpy()
+
+
+def evaluate_calvin_chains(config: VlarlConfig, policy_dir: str | Path) -> dict[str, Any]:
+    """Play the first ``eval.calvin_chains`` evaluation chains on the evaluation env with the saved policy,
+    here in this process: a chain is one env's sequence of tasks, so workers would add start-up and no
+    speed to a single stream of chains.
+
+    Returns ``lengths`` (tasks completed per chain), ``summary`` (``vlarl_envs.calvin.chains.summarize``)
+    and ``metrics``: ``eval/chains/success_1`` .. ``success_5`` and ``eval/chains/average_length``."""
+    import gymnasium as gym
+
+    from vlarl_envs.calvin.chains import evaluation_chains, play_chain, summarize
+    from vlarl_trainer.rl.workers.policy_loading import load_policy
+
+    check_calvin_chains(config)
+    scored = evaluation_env(config)
+    policy = ChainPolicy(load_policy(str(policy_dir), config.runner.torch_threads).eval())
+    chains = evaluation_chains(config.eval.calvin_chains)
+    env = gym.make(scored.env.id, action_chunk=scored.env.action_chunk, **scored.env.kwargs)
+    lengths = []
+    try:
+        with progress_bar(len(chains), "chains", "chain", config.runner.progress) as bar:
+            for index, chain in enumerate(chains):
+                lengths.append(play_chain(env, policy, chain, index))
+                bar.update(1)
+    finally:
+        env.close()
+    summary = summarize(lengths)
+    return {"lengths": lengths, "summary": summary,
+            "metrics": {f"eval/chains/{name}": value for name, value in summary.items()}}
 
 
 def resolve_policy(path: str | Path) -> tuple[Path, Path | None]:
@@ -189,11 +272,14 @@ def resolve_policy(path: str | Path) -> tuple[Path, Path | None]:
 
 
 def report_json(report: dict[str, Any]) -> dict[str, Any]:
-    """An evaluation report as JSON can hold it: the table as rows of split, task and success."""
+    """An evaluation report as JSON can hold it: the table as rows of split, task and success, and the
+    CALVIN chains' lengths and summary when it scored them."""
     rows = [{"split": split, "task": task, "success": rate} for (split, task), rate in sorted(report["table"].items())]
     groups = [{"split": split, "group": group, "success": rate}
               for (split, group), rate in sorted(report.get("groups", {}).items())]
-    return {"metrics": report["metrics"], "table": rows, "groups": groups, "episodes": report.get("episodes", [])}
+    chains = {"chains": report["chains"]} if "chains" in report else {}
+    return {"metrics": report["metrics"], "table": rows, "groups": groups, "episodes": report.get("episodes", []),
+            **chains}
 
 
 def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from vlarl_trainer.rl import checkpoint as checkpoints
 from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
-from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, free_port, start_ray
+from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, start_ray
 from vlarl_trainer.rl.evaluation import env_tasks, evaluate_config, evaluation_env, logged_evaluation
 from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
@@ -148,12 +148,15 @@ class Trainer:
         world = layout.actor_workers
         samples = config.env.num_envs * config.rollout.rollout_epoch * layout.chunk_steps
         optimizer_steps = config.runner.max_steps * config.actor.update_epoch * max(1, samples // config.actor.global_batch_size)
-        port = free_port()
-        actor_args = [((rank, world, "127.0.0.1", port, policy_path, config.actor, config.algorithm,
+        actor_args = [((rank, world, None, None, policy_path, config.actor, config.algorithm,
                         optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
-        self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles, self.deadline)
+        self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles, self.deadline,
+                                 spread=True)
         for group in self.groups:
             group.identify(config.cluster.start_timeout)
+        # The ranks meet where Ray put rank 0, which may be another node than the driver's.
+        master_addr, master_port = self.actor.get(self.actor.workers[0].rendezvous_point.remote())
+        self.actor.get(self.actor.call("join", master_addr, master_port), config.cluster.start_timeout)
         self.write_workers()
         if self.resume_from is not None:
             self.actor.get(self.actor.call("load", str(self.resume_from)))

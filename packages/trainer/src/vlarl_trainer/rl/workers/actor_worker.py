@@ -9,6 +9,10 @@ and whether the forward runs under bf16 autocast. What leaves the actor (the rol
 a checkpoint's policy) is cast back to the dtypes the policy was loaded in, so a bfloat16 policy stays
 one; a checkpoint's ``actor_state.pt`` keeps the entries that cast rounds (``master_weights``), so a
 resume continues from the exact weights.
+
+The ranks rendezvous at rank 0's node. Ray decides where each rank runs, so the driver builds the ranks
+without an address, asks rank 0 for ``rendezvous_point`` (its node's address as Ray knows it and a free
+port there) and then calls ``join`` on every rank with it: ranks on several nodes meet as ranks on one.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import os
 from datetime import timedelta
 from typing import Any
 
+import ray
 import torch
 import torch.distributed as dist
 from torch import nn
 
 import vlarl_algos
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig
+from vlarl_trainer.rl.cluster import free_port
 from vlarl_trainer.rl.workers import sharding
 from vlarl_trainer.rl.workers.policy_loading import load_policy
 from vlarl_trainer.rl.workers.process import WorkerProcess
@@ -69,12 +75,15 @@ def cast_parameters(module: nn.Module, dtype: torch.dtype) -> None:
 
 
 class ActorWorker(WorkerProcess):
+    """One actor rank. Built with ``master_addr`` None it waits for ``join`` (the trainer's two phases);
+    built with an address it joins at once, as a rank outside Ray does."""
+
     def __init__(
         self,
         rank: int,
         world_size: int,
-        master_addr: str,
-        master_port: int,
+        master_addr: str | None,
+        master_port: int | None,
         policy_path: str,
         actor: ActorConfig,
         algorithm: AlgorithmConfig,
@@ -91,11 +100,26 @@ class ActorWorker(WorkerProcess):
         """The dtype of every state dict entry as the policy was saved: what leaves the actor is cast back."""
         cast_parameters(self.policy, PARAMETER_DTYPES[actor.precision])
         self.device = self.policy.device
-        if world_size > 1:
+        self.total_optimizer_steps = total_optimizer_steps
+        if master_addr is not None:
+            self.join(master_addr, master_port)
+
+    def rendezvous_point(self) -> tuple[str, int]:
+        """Where the ranks can meet when this is rank 0: this node's address as Ray knows it (the one the
+        other nodes reach it at) and a port free on it."""
+        return ray.util.get_node_ip_address(), free_port()
+
+    def join(self, master_addr: str, master_port: int) -> None:
+        """Join the ranks' process group at rank 0's ``master_addr:master_port`` (when there are several
+        ranks), then wrap the policy for them and build the optimizer. Every rank is called at once: the
+        rendezvous waits for all of them."""
+        actor = self.actor
+        if self.world_size > 1:
             os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
             backend = "nccl" if self.device.type == "cuda" else "gloo"
-            dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(minutes=10))
-        self.sharded = world_size > 1 and actor.strategy == "fsdp"
+            dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
+                                    timeout=timedelta(minutes=10))
+        self.sharded = self.world_size > 1 and actor.strategy == "fsdp"
         """Whether FSDP2 shards parameters, gradients and optimizer state over the ranks."""
         self.module = self._distribute(EvaluateModule(self.policy))
         groups = self.policy.parameter_groups()
@@ -109,7 +133,7 @@ class ActorWorker(WorkerProcess):
             weight_decay=actor.weight_decay,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_lambda(actor.lr_schedule, actor.warmup_steps, total_optimizer_steps)
+            self.optimizer, lr_lambda(actor.lr_schedule, actor.warmup_steps, self.total_optimizer_steps)
         )
 
     def _distribute(self, module: nn.Module) -> nn.Module:

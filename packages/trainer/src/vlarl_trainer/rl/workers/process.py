@@ -15,6 +15,8 @@ import socket
 import tempfile
 from typing import IO
 
+import ray
+
 STACK_SIGNAL = signal.SIGUSR1
 
 
@@ -36,3 +38,8 @@ class WorkerProcess:
     def where(self) -> tuple[str, int]:
         """The host and pid of this process."""
         return socket.gethostname(), os.getpid()
+
+    def node_id(self) -> str:
+        """The id of the Ray node this process runs on, which tells nodes apart where several share a
+        host (``ray start`` twice on one machine)."""
+        return ray.get_runtime_context().get_node_id()
