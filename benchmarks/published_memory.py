@@ -13,9 +13,7 @@ import argparse
 import yaml
 
 from vlarl_trainer.config import CONFIG_MODULE, load_config
-from vlarl_trainer.rl.memory import estimate_actor_memory
-from vlarl_trainer.rl.runner import env_instructions
-from vlarl_trainer.rl.validation import check_env, validate
+from vlarl_trainer.rl.memory import estimate_config_memory
 
 GIB = 2**30
 
@@ -31,23 +29,13 @@ def published_recipes() -> list[str]:
 
 def estimate_row(recipe: str, overrides: list[str]) -> str:
     config = load_config([f"recipe={recipe}", *overrides])
-    memory, parameters, layout = estimate(config)
+    layout, _, memory, parameters = estimate_config_memory(config)
     actor = config.actor
     settings = (f"{actor.strategy} x{layout.actor_workers}, {actor.precision}, micro {actor.micro_batch_size}"
                 f"{', ckpt' if actor.gradient_checkpointing else ''}{', offload' if actor.offload else ''}")
     figures = [memory.parameters, memory.gradients, memory.optimizer, memory.activations, memory.peak]
     cells = " | ".join(f"{size / GIB:.1f}" for size in figures)
     return f"| {recipe} | {config.policy.name} {parameters / 1e9:.2f} B | {settings} | {cells} |"
-
-
-def estimate(config):
-    """What ``vlarl-train --dry-run`` estimates: one actor rank's memory, the parameters, the layout."""
-    layout = validate(config, estimate_only=True)
-    probe = check_env(config)
-    observation_space = probe.observation_space
-    probe.close()
-    memory, parameters = estimate_actor_memory(config, layout, observation_space, env_instructions(config))
-    return memory, parameters, layout
 
 
 def main() -> None:

@@ -13,13 +13,12 @@ require_simulator("metaworld")
 import vlarl_policies  # noqa: E402
 from vlarl_trainer.config import load_config  # noqa: E402
 from vlarl_trainer.rl.memory import (  # noqa: E402
-    estimate_actor_memory,
+    estimate_config_memory,
     observation_batch,
     saved_activation_bytes,
     state_bytes,
 )
 from vlarl_trainer.rl.runner import env_instructions  # noqa: E402
-from vlarl_trainer.rl.validation import check_env, validate  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
@@ -30,11 +29,7 @@ SMALL = ["env.id=vlarl/MetaWorld-reach-v3", "env.num_envs=2", "actor.global_batc
 
 def estimate(name: str, *overrides: str):
     config = load_config([f"recipe={RECIPES[name]}", *SMALL, *overrides])
-    layout = validate(config)
-    probe = check_env(config)
-    observation_space = probe.observation_space
-    probe.close()
-    memory, parameters = estimate_actor_memory(config, layout, observation_space, env_instructions(config))
+    layout, observation_space, memory, parameters = estimate_config_memory(config)
     return config, layout, observation_space, memory, parameters
 
 
@@ -130,11 +125,7 @@ def test_every_published_size_recipe_fits_a_rank_of_an_80_gb_gpu():
     recipes = published_size_recipes()
     assert len(recipes) >= 15
     for recipe in recipes:
-        config = load_config([f"recipe={recipe}"])
-        layout = validate(config, estimate_only=True)
-        probe = check_env(config)
-        memory, parameters = estimate_actor_memory(config, layout, probe.observation_space, env_instructions(config))
-        probe.close()
+        _, _, memory, parameters = estimate_config_memory(load_config([f"recipe={recipe}"]))
         assert parameters > 3e9, recipe
         assert memory.peak < 48 * 2**30, f"{recipe}: {memory.peak / 2**30:.1f} GiB per actor rank"
 

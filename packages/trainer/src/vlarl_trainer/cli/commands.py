@@ -84,19 +84,14 @@ def train(config: VlarlConfig, overrides: list[str]) -> None:
 def dry_run(config: VlarlConfig, overrides: list[str]) -> None:
     """Validate, then print the processes per device and one actor rank's memory; start no Ray. A
     published-size recipe needs no checkpoint for it."""
-    from vlarl_trainer.rl.memory import estimate_actor_memory, layout_table, memory_table
-    from vlarl_trainer.rl.runner import auto_resumed_config, env_instructions, resumed_config
-    from vlarl_trainer.rl.validation import check_env, validate
+    from vlarl_trainer.rl.memory import estimate_config_memory, layout_table, memory_table
+    from vlarl_trainer.rl.runner import auto_resumed_config, resumed_config
 
     if config.resume == AUTO:
         config = auto_resumed_config(config, overrides)
     elif config.resume is not None:
         config = resumed_config(config.resume, overrides)
-    layout = validate(config, estimate_only=True)
-    probe = check_env(config)
-    observation_space = probe.observation_space
-    probe.close()
-    memory, parameters = estimate_actor_memory(config, layout, observation_space, env_instructions(config))
+    layout, _, memory, parameters = estimate_config_memory(config)
     print(f"{config.recipe or config.resume}: valid\n\nprocesses per device:\n{layout_table(layout)}\n")
     print(memory_table(config, memory, parameters, layout.actor_workers))
 
