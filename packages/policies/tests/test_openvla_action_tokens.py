@@ -112,3 +112,11 @@ def test_unnormalize_without_a_mask_maps_every_dimension_and_checks_sizes():
     assert torch.equal(robot, torch.tensor([[0.0, 4.0]]))
     with pytest.raises(ValueError, match="must match the action dimension 3"):
         action_tokens.unnormalize_actions(torch.zeros(1, 3), {"q01": [0.0, 0.0], "q99": [1.0, 1.0]})
+
+
+def test_a_policy_built_on_a_device_holds_its_bin_centres_there():
+    """act indexes the bin centres with bins on the policy's device (a GPU's, under make(device="cuda"))."""
+    import vlarl_policies
+
+    policy = vlarl_policies.make("openvla", preset="tiny", action_dim=3, state_dim=2, device="meta")
+    assert policy.bin_centres.device.type == "meta"

@@ -27,8 +27,9 @@ N_BINS = 256
 
 def bin_edges(n_bins: int = N_BINS) -> Tensor:
     """float64 [n_bins]: the edges, numpy's linspace(-1, 1, n_bins) to the last bit (torch's linspace
-    rounds some edges the other way, which would move actions lying on an edge into the next bin)."""
-    return torch.from_numpy(np.linspace(-1.0, 1.0, n_bins))
+    rounds some edges the other way, which would move actions lying on an edge into the next bin). Made on
+    the default device, so a policy built under ``torch.device("cuda")`` holds its bin centres there."""
+    return torch.tensor(np.linspace(-1.0, 1.0, n_bins))
 
 
 def bin_centres(n_bins: int = N_BINS) -> Tensor:
