@@ -153,8 +153,8 @@ def two_ranks(tmp_path: Path, policy_path: str, runs: list[tuple[str, dict]]) ->
     return [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
 
-def one_rank(policy_path: str, precision: str = "fp32") -> tuple[ActorWorker, dict]:
-    worker = make_worker(0, 1, 0, policy_path, precision=precision)
+def one_rank(policy_path: str, precision: str = "fp32", **settings) -> tuple[ActorWorker, dict]:
+    worker = make_worker(0, 1, free_port(), policy_path, precision=precision, **settings)
     batch = synthetic_batch(vlarl_policies.from_pretrained(policy_path))
     return worker, outcome(worker, worker.train(batch, plans(1)["first"]))
 
@@ -201,6 +201,18 @@ def test_fsdp_and_ddp_over_two_ranks_make_the_update_of_one_rank(policy_name, re
             torch.testing.assert_close(two["state"][name], tensor, **CLOSE, msg=f"{strategy}: {name}")
         # clip_grad_norm_ over FSDP's sharded gradients: the norm of the whole gradient, as on one rank
         assert two["metrics"]["grad_norm"] == pytest.approx(one["metrics"]["grad_norm"], rel=1e-4)
+
+
+def test_fsdp_on_one_rank_with_offload_makes_the_update_of_one_rank(pi0):
+    """One GPU's way to a policy whose fp32 weights and AdamW state exceed its memory: FSDP2 over a
+    one-rank group keeps them in CPU memory and brings each layer over while it computes."""
+    worker, run = one_rank(pi0["path"], strategy="fsdp", offload=True)
+    worker.close()
+    assert run["fsdp_units"] == len(sharding.shard_units(vlarl_policies.from_pretrained(pi0["path"]))) + 1
+    for name, tensor in pi0["one"]["state"].items():
+        torch.testing.assert_close(run["state"][name], tensor, **CLOSE, msg=name)
+    assert run["weights"].keys() == pi0["one"]["weights"].keys()
+    assert run["metrics"]["grad_norm"] == pytest.approx(pi0["one"]["metrics"]["grad_norm"], rel=1e-4)
 
 
 def test_gradient_checkpointing_recomputes_the_layers_and_makes_the_same_update(pi0):

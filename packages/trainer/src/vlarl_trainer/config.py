@@ -118,7 +118,8 @@ class ActorConfig:
     warmup_steps: int = 0
     strategy: str = "ddp"
     """How actor ranks share the model: ``ddp`` (a whole copy per rank) or ``fsdp`` (FSDP2: parameters,
-    gradients and optimizer state sharded across ranks)."""
+    gradients and optimizer state sharded across ranks; on one rank too, where ``offload`` then keeps
+    them in CPU memory)."""
     precision: str = "fp32"
     """``fp32``; ``bf16-mixed``: bf16 compute over fp32 master weights and optimizer state; ``bf16-pure``:
     weights, gradients and optimizer state in bf16."""

@@ -86,7 +86,7 @@ def actor_rank_memory(policy: torch.nn.Module, config: VlarlConfig, ranks: int, 
     the parameter's dtype. ``actor.strategy``: ``fsdp`` shards all three, ``ddp`` over several ranks
     adds its gradient buckets.
     """
-    sharded = config.actor.strategy == "fsdp" and ranks > 1
+    sharded = config.actor.strategy == "fsdp"
     trainable = [p for p in policy.parameters() if p.requires_grad]
     return ActorRankMemory(
         parameters=state_bytes(list(policy.parameters()), ranks, sharded),

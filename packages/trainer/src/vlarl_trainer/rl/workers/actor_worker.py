@@ -114,13 +114,15 @@ class ActorWorker(WorkerProcess):
         ranks), then wrap the policy for them and build the optimizer. Every rank is called at once: the
         rendezvous waits for all of them."""
         actor = self.actor
-        if self.world_size > 1:
+        self.sharded = actor.strategy == "fsdp"
+        """Whether FSDP2 wraps the policy: it shards parameters, gradients and optimizer state over the
+        ranks and, with ``actor.offload``, keeps them in CPU memory, one rank included (a published-size
+        policy then trains on one GPU that could not hold its fp32 weights and AdamW state)."""
+        if self.world_size > 1 or self.sharded:
             os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
                                     timeout=timedelta(minutes=10))
-        self.sharded = self.world_size > 1 and actor.strategy == "fsdp"
-        """Whether FSDP2 shards parameters, gradients and optimizer state over the ranks."""
         self.module = self._distribute(EvaluateModule(self.policy))
         groups = self.policy.parameter_groups()
         self.optimizer = torch.optim.AdamW(
@@ -137,19 +139,18 @@ class ActorWorker(WorkerProcess):
         )
 
     def _distribute(self, module: nn.Module) -> nn.Module:
-        if self.world_size == 1:
-            return module
         if self.sharded:
             return sharding.shard(module, self.policy, self.device, self.actor.precision, self.actor.offload)
+        if self.world_size == 1:
+            return module
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(module, device_ids=device_ids, find_unused_parameters=True)
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The policy's state dict on CPU in the dtypes it was saved with, for the rollout workers.
 
-        With ``actor.strategy=fsdp`` over several ranks the gather is collective: every rank must be
-        called, rank 0 returns the weights and the others an empty dict. Otherwise every rank returns
-        its own whole copy.
+        With ``actor.strategy=fsdp`` the gather is collective: every rank must be called, rank 0 returns
+        the weights and the others an empty dict. Otherwise every rank returns its own whole copy.
         """
         return self._as_saved(sharding.full_model_state(self.policy, self.sharded))
 
@@ -309,7 +310,7 @@ class ActorWorker(WorkerProcess):
         self.scheduler.load_state_dict(state["scheduler"])
 
     def close(self) -> None:
-        if self.world_size > 1 and dist.is_initialized():
+        if dist.is_initialized():
             dist.destroy_process_group()
 
 

@@ -1,0 +1,40 @@
+"""The dry run's activation count against what CUDA holds after a real ``evaluate``: a GPU check, with
+observations of a MetaWorld camera's sizes built here, so it needs no simulator."""
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+import vlarl_policies
+from vlarl_trainer.config import load_config
+from vlarl_trainer.rl.memory import estimate_actor_memory, observation_batch
+from vlarl_trainer.rl.validation import Layout
+
+INSTRUCTION = "reach the goal"
+OBSERVATIONS = spaces.Dict({"main_images": spaces.Box(0, 255, (64, 64, 3), np.uint8),
+                            "states": spaces.Box(-np.inf, np.inf, (4,), np.float32),
+                            "task_description": spaces.Text(64)})
+ONE_RANK = Layout(placement={"env": [(0,)], "rollout": [(0,)], "actor": [(0,)]}, envs_per_stage=1, chunk_steps=1,
+                  action_dim=4, state_dim=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openvlaoft_tiny"])
+def test_activation_estimate_is_within_a_quarter_of_the_cuda_peak(recipe):
+    config = load_config([f"recipe={recipe}", "actor.micro_batch_size=32"])
+    memory, _ = estimate_actor_memory(config, ONE_RANK, OBSERVATIONS, [INSTRUCTION])
+    torch.manual_seed(0)
+    policy = vlarl_policies.make(
+        config.policy.name, preset=config.policy.preset, tokenizer_corpus=[INSTRUCTION], device="cuda",
+        **{"action_dim": 4, "state_dim": 4, "action_chunk": config.env.action_chunk, **config.policy.kwargs}).train()
+    forward_inputs = {k: v.cuda() for k, v in policy.act(observation_batch(OBSERVATIONS, 32, INSTRUCTION))
+                      .forward_inputs.items()}
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    output = policy.evaluate(forward_inputs, compute_entropy=config.algorithm.entropy_coef > 0,
+                             compute_values=policy.value_head is not None)
+    held = torch.cuda.memory_allocated() - before
+    del output
+    print(f"\n{recipe}: activations {held / 2**20:.1f} MiB held, {memory.activations / 2**20:.1f} MiB estimated")
+    assert held == pytest.approx(memory.activations, rel=0.25)
