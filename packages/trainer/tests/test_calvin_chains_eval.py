@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 import vlarl_policies
 from vlarl_trainer.cli.commands import eval_main
@@ -107,3 +108,36 @@ def test_chains_need_a_calvin_evaluation_env(tmp_path, capsys):
     (policy / "config.json").write_text("{}")
     assert eval_main([f"eval.checkpoint={policy}", "recipe=metaworld_10_ppo_openpi_tiny", "eval.calvin_chains=5"]) == 2
     assert "score them on vlarl/CALVIN-D-v0" in capsys.readouterr().err
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_the_trainers_evaluations_play_the_chains_with_the_actors_policy(tmp_path, monkeypatch):
+    """Before RL and after its one step the trainer scores the chains too, in the driver, with the policy the
+    actor holds; CALVIN's oracle answers success for every task there, so each chain runs to its end."""
+    from vlarl_envs.testing import require_simulator
+
+    require_simulator("calvin_env")
+    import vlarl_envs.calvin.env as calvin_env_module
+    from vlarl_trainer.metrics import read_metrics
+    from vlarl_trainer.rl.runner import Trainer
+
+    monkeypatch.setattr(calvin_env_module, "task_done", lambda task, start_info, info: True)
+    config = load_config([*chain_settings(2), "env.num_envs=2", "eval.episodes_per_task=1", "eval.at_start=true",
+                          "rollout.rollout_epoch=1", "rollout.pipeline_stage_num=1", "actor.global_batch_size=4",
+                          "actor.micro_batch_size=2", "runner.max_steps=1", f"runner.output_dir={tmp_path}",
+                          "runner.name=run", "policy.kwargs={image_size: 32, camera_keys: [main_images, wrist_images], "
+                          "max_token_len: 32}"], need_recipe=False)
+    trainer = Trainer(config)
+    try:
+        trainer.run()
+        played, weights = trainer._policy_of_step().state_dict(), trainer.actor_weights()
+    finally:
+        trainer.close()
+    metrics = read_metrics(trainer.run_dir / "metrics.jsonl")
+    for step in (0, 1):
+        assert metrics[step]["eval/chains/average_length"] == 5.0 and metrics[step]["eval/chains/success_5"] == 1.0
+        assert "eval/success_once" in metrics[step]
+    initial = vlarl_policies.from_pretrained(trainer.run_dir / "initial_policy").state_dict()
+    assert all(torch.equal(played[name], tensor) for name, tensor in weights.items())
+    assert any(not torch.equal(weights[name], tensor) for name, tensor in initial.items()), "the step moved nothing"

@@ -2,12 +2,14 @@
 ``offload`` / ``onload`` park the policy on the CPU during the actor's update without changing it (the
 driver's side: ``runner.rollout_offloaded``)."""
 
+import types
+
 import numpy as np
 import pytest
 import torch
 
 import vlarl_policies
-from vlarl_trainer.rl.runner import rollout_offloaded
+from vlarl_trainer.rl.runner import Trainer, rollout_offloaded
 from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
 
 
@@ -110,3 +112,39 @@ def test_the_driver_offloads_the_rollout_workers_around_the_update_only_when_ask
     with rollout_offloaded(group, offload):
         group.calls.append("update")
     assert group.calls == expected
+
+
+class FetchingGroup:
+    """Stands in for a WorkerGroup: records what the driver fetches and what it sends to which method."""
+
+    def __init__(self, workers=()) -> None:
+        self.workers = list(workers)
+        self.fetched: list = []
+        self.sent: list = []
+
+    def call(self, method: str, *args) -> list[str]:
+        self.sent.append((method, *args))
+        return [f"{method} answer"]
+
+    def get(self, refs: list) -> list:
+        self.fetched.extend(refs)
+        return refs
+
+
+@pytest.mark.parametrize(("strategy", "ranks_called"), [("fsdp", 2), ("ddp", 1)])
+def test_weights_go_from_actor_rank_zero_to_the_rollout_workers_without_the_driver(strategy, ranks_called):
+    called = []
+
+    def rank(answer: str):
+        return types.SimpleNamespace(weights=types.SimpleNamespace(remote=lambda: called.append(answer) or answer))
+
+    actor, rollout = FetchingGroup([rank("rank 0 weights"), rank("rank 1 empty")]), FetchingGroup()
+    trainer = types.SimpleNamespace(synced_step=None, actor=actor, rollout=rollout,
+                                    config=types.SimpleNamespace(actor=types.SimpleNamespace(strategy=strategy)))
+    trainer._actor_weight_refs = types.MethodType(Trainer._actor_weight_refs, trainer)
+    Trainer._sync_weights(trainer, 3)
+    assert called == ["rank 0 weights", "rank 1 empty"][:ranks_called]
+    assert rollout.sent == [("load_weights", "rank 0 weights", 3)]
+    # the driver waits for the rollout workers' loads and the other ranks' empty answers, never rank 0's
+    assert actor.fetched == ["rank 1 empty"][:ranks_called - 1] and rollout.fetched == ["load_weights answer"]
+    assert trainer.synced_step == 3

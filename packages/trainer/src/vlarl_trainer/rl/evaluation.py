@@ -219,20 +219,26 @@ class ChainPolicy:
 
 
 def evaluate_calvin_chains(config: VlarlConfig, policy_dir: str | Path) -> dict[str, Any]:
-    """Play the first ``eval.calvin_chains`` evaluation chains on the evaluation env with the saved policy,
-    here in this process: a chain is one env's sequence of tasks, so workers would add start-up and no
-    speed to a single stream of chains.
+    """``play_calvin_chains`` with the saved policy at ``policy_dir``."""
+    from vlarl_trainer.rl.workers.policy_loading import load_policy
+
+    return play_calvin_chains(config, load_policy(str(policy_dir), config.runner.torch_threads))
+
+
+def play_calvin_chains(config: VlarlConfig, policy: Any) -> dict[str, Any]:
+    """Play the first ``eval.calvin_chains`` evaluation chains on the evaluation env with ``policy``'s
+    deterministic action chunks, here in this process: a chain is one env's sequence of tasks, so workers
+    would add start-up and no speed to a single stream of chains.
 
     Returns ``lengths`` (tasks completed per chain), ``summary`` (``vlarl_envs.calvin.chains.summarize``)
     and ``metrics``: ``eval/chains/success_1`` .. ``success_5`` and ``eval/chains/average_length``."""
     import gymnasium as gym
 
     from vlarl_envs.calvin.chains import evaluation_chains, play_chain, summarize
-    from vlarl_trainer.rl.workers.policy_loading import load_policy
 
     check_calvin_chains(config)
     scored = evaluation_env(config)
-    policy = ChainPolicy(load_policy(str(policy_dir), config.runner.torch_threads).eval())
+    policy = ChainPolicy(policy.eval())
     chains = evaluation_chains(config.eval.calvin_chains)
     env = gym.make(scored.env.id, action_chunk=scored.env.action_chunk, **scored.env.kwargs)
     lengths = []

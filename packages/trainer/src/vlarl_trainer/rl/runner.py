@@ -22,13 +22,21 @@ from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, start_ray
-from vlarl_trainer.rl.evaluation import env_tasks, evaluate_config, evaluation_env, logged_evaluation
+from vlarl_trainer.rl.evaluation import (
+    check_calvin_chains,
+    env_tasks,
+    evaluate_config,
+    evaluation_env,
+    logged_evaluation,
+    play_calvin_chains,
+)
 from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
 from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
 from vlarl_trainer.rl.validation import Layout, validate, validate_evaluation_env
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+from vlarl_trainer.rl.workers.policy_loading import load_policy
 from vlarl_trainer.progress import write
 from vlarl_trainer.run_dirs import new_run_dir
 
@@ -104,6 +112,7 @@ class Trainer:
     def __init__(self, config: VlarlConfig) -> None:
         self.layout = validate(config)
         self.eval_layout = validate_evaluation_env(config, self.layout)
+        check_calvin_chains(config)
         self.config = config
         self.resume_from: Path | None = None
         if config.resume is not None:
@@ -127,6 +136,8 @@ class Trainer:
         self.restarts_logged = 0
         """Env worker replacements already counted in a step's ``env/restarts``."""
         self.reaper = None
+        self.policy_path = policy_path
+        """The saved policy the workers started from: the architecture of every weight the actor hands out."""
         self._start_workers(policy_path)
 
     # ------------------------------------------------------------------ set-up
@@ -301,15 +312,23 @@ class Trainer:
         is not free."""
         if self.synced_step == step:
             return
-        weights = ray.put(self.actor_weights())
-        self.rollout.get(self.rollout.call("load_weights", weights, step))
+        gathered = self._actor_weight_refs()
+        # The rollout workers take rank 0's answer from Ray's object store, fetched from the node that
+        # holds it: the weights never pass through this process. The other ranks answer empty dicts.
+        self.rollout.get(self.rollout.call("load_weights", gathered[0], step))
+        self.actor.get(gathered[1:])
         self.synced_step = step
 
-    def actor_weights(self) -> dict[str, torch.Tensor]:
-        """Actor rank 0's weights. FSDP gathers them from every rank's shard, so all ranks are called
-        (the others answer an empty dict); a DDP rank holds them whole and answers alone."""
+    def _actor_weight_refs(self) -> list[ray.ObjectRef]:
+        """One ``weights`` call per actor rank that takes part: FSDP gathers the weights from every rank's
+        shard, so all ranks are called (rank 0 answers them, the others an empty dict); a DDP rank holds
+        them whole and answers alone."""
         ranks = self.actor.workers if self.config.actor.strategy == "fsdp" else self.actor.workers[:1]
-        return self.actor.get([worker.weights.remote() for worker in ranks])[0]
+        return [worker.weights.remote() for worker in ranks]
+
+    def actor_weights(self) -> dict[str, torch.Tensor]:
+        """Actor rank 0's weights, in this process."""
+        return self.actor.get(self._actor_weight_refs())[0]
 
     def _evaluate(self, step: int, logger: MetricLogger) -> dict[str, Any]:
         """Evaluate the actor's policy after ``step`` updates. Its weights are synced first: the rollout
@@ -320,10 +339,19 @@ class Trainer:
         self._sync_weights(step)
         video_dir = self.video_dir / f"eval_step_{step}" if config.eval.video else None
         report = evaluate_config(config, self.eval_shards, self.eval_layout.chunk_steps, video_dir)
+        if config.eval.calvin_chains:
+            report["chains"] = play_calvin_chains(config, self._policy_of_step())
+            report["metrics"].update(report["chains"].pop("metrics"))
         report["metrics"]["time/eval"] = time.perf_counter() - start
         self.deadline.measured(report["metrics"]["time/eval"])
         logger.log(step, report["metrics"])
         return report
+
+    def _policy_of_step(self) -> torch.nn.Module:
+        """The actor's current policy in this process, for what plays here (CALVIN's chains)."""
+        policy = load_policy(self.policy_path, self.config.runner.torch_threads)
+        policy.load_state_dict(self.actor_weights())
+        return policy
 
     @property
     def video_dir(self) -> Path:
