@@ -30,9 +30,12 @@ Success Conditions:
 
 Observations: ``main_images`` from ``agentview`` and ``wrist_images`` from the eye-in-hand
 camera, both rotated 180 degrees as LIBERO's datasets are; ``states`` = end-effector position,
-its axis-angle and the two finger joints (8,); ``task_description``. Actions: 7-D, the
-end-effector position and rotation deltas of robosuite's OSC_POSE controller and the gripper,
-all in [-1, 1]; gripper -1 opens, +1 closes.
+its axis-angle and the two finger joints (8,); ``task_description``; ``privileged_state`` (89,),
+in both obs modes: the hand's pose and fingers and the poses, boxes and joints of the objects and
+regions the task's goal names (layout in ``vlarl_envs.libero.privileged``), what the scripted
+experts of ``vlarl_envs.libero.experts`` read. Actions: 7-D, the end-effector position and
+rotation deltas of robosuite's OSC_POSE controller and the gripper, all in [-1, 1]; gripper -1
+opens, +1 closes.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from vlarl_envs.contract import (
     validate_choice,
     validate_options,
 )
+from vlarl_envs.libero.privileged import PRIVILEGED_STATE_DIM, PrivilegedStateReader
 from vlarl_envs.libero.simulator import (
     MAIN_CAMERA,
     SETTLE_ACTION,
@@ -138,10 +142,14 @@ class LiberoEnv(gym.Env):
         self.settle_steps = int(settle_steps)
         self.train_shift = float(train_shift)
         self.render_mode = render_mode
-        self.observation_space = observation_space(obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True)
+        self.observation_space = observation_space(
+            obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True,
+            extra={"privileged_state": spaces.Box(-np.inf, np.inf, (PRIVILEGED_STATE_DIM,), np.float32)},
+        )
         self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
         self._simulator: Any = None
         self._simulator_bddl: Path | None = None
+        self._read_privileged_state: PrivilegedStateReader | None = None
         self._task: str | None = None
         self._episode_task: LiberoTask | None = None
         self._elapsed = 0
@@ -185,6 +193,7 @@ class LiberoEnv(gym.Env):
                 self._simulator = None
             self._simulator = build_simulator(task, self.fast_render)
             self._simulator_bddl = task.bddl_file
+            self._read_privileged_state = PrivilegedStateReader(self._simulator)
         return self._simulator
 
     def episode_start(self, split: str, episode_id: int, task: str | None) -> tuple[str, int, np.random.Generator]:
@@ -243,6 +252,7 @@ class LiberoEnv(gym.Env):
             observation.update(self._render_cameras())
         observation["states"] = proprioception(self._robot_obs)
         observation["task_description"] = self._episode_task.language
+        observation["privileged_state"] = self._read_privileged_state(self._robot_obs)
         return observation
 
     def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
@@ -270,4 +280,5 @@ class LiberoEnv(gym.Env):
             self._simulator.close()
             self._simulator = None
             self._simulator_bddl = None
+            self._read_privileged_state = None
         super().close()

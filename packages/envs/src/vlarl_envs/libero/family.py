@@ -1,4 +1,5 @@
-"""The LIBERO family: its ids' tasks, splits and instructions, and what a dataset calls its robot."""
+"""The LIBERO family: its ids' tasks, splits, instructions and scripted experts, and what a dataset
+calls its robot."""
 
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ def libero_splits(env_id: str) -> tuple[str, ...]:
     return available_splits(LIBERO_SUITES[registered_kwargs(env_id)["suite"]].name)
 
 
+def libero_expert(task: str):
+    """A fresh scripted expert of the task (reads ``privileged_state``), or None where there is none."""
+    from vlarl_envs.libero.experts import scripted_expert
+
+    return scripted_expert(task)
+
+
 LIBERO_FAMILY = EnvFamily(
     name="LIBERO",
     id_prefix="vlarl/LIBERO-",
@@ -42,6 +50,7 @@ LIBERO_FAMILY = EnvFamily(
     instructions=libero_instructions,
     make_vec=make_vec,
     batched=False,
+    expert=libero_expert,
     robot_type="panda",
     feature_names={
         "observation.state": ["eef_x", "eef_y", "eef_z", "eef_axis_angle_x", "eef_axis_angle_y",
