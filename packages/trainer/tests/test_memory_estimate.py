@@ -128,3 +128,15 @@ def test_every_published_size_recipe_fits_a_rank_of_an_80_gb_gpu():
         _, _, memory, parameters = estimate_config_memory(load_config([f"recipe={recipe}"]))
         assert parameters > 3e9, recipe
         assert memory.peak < 48 * 2**30, f"{recipe}: {memory.peak / 2**30:.1f} GiB per actor rank"
+
+
+def test_the_dry_run_builds_the_env_once(monkeypatch):
+    """A simulator's env probe can take seconds (LIBERO's 4-9 s): the estimate reuses validation's."""
+    from vlarl_trainer.rl import validation
+
+    probes = []
+    check_env = validation.check_env
+    monkeypatch.setattr(validation, "check_env", lambda config: probes.append(config.env.id) or check_env(config))
+    _, layout, observation_space, _, _ = estimate("pi0")
+    assert probes == ["vlarl/MetaWorld-reach-v3"]
+    assert observation_space is layout.observation_space and observation_space["states"].shape == (layout.state_dim,)

@@ -232,17 +232,15 @@ def estimate_actor_memory(config: VlarlConfig, layout: Layout, observation_space
 
 def estimate_config_memory(config: VlarlConfig) -> tuple[Layout, Any, ActorRankMemory, int]:
     """What ``vlarl-train --dry-run`` reports for ``config``: it is validated (a published-size policy
-    needs no checkpoint), then one actor rank's memory is estimated. Returns the layout, the env's
-    observation space, the memory and the policy's parameter count."""
+    needs no checkpoint; the validation's env probe gives the observation space), then one actor rank's
+    memory is estimated. Returns the layout, the env's observation space, the memory and the policy's
+    parameter count."""
     from vlarl_trainer.rl.runner import env_instructions
-    from vlarl_trainer.rl.validation import check_env, validate
+    from vlarl_trainer.rl.validation import validate
 
     layout = validate(config, estimate_only=True)
-    probe = check_env(config)
-    observation_space = probe.observation_space
-    probe.close()
-    memory, parameters = estimate_actor_memory(config, layout, observation_space, env_instructions(config))
-    return layout, observation_space, memory, parameters
+    memory, parameters = estimate_actor_memory(config, layout, layout.observation_space, env_instructions(config))
+    return layout, layout.observation_space, memory, parameters
 
 
 def format_gib(size: int) -> str:

@@ -26,6 +26,8 @@ class Layout:
     """T: policy calls per rollout epoch."""
     action_dim: int
     state_dim: int
+    observation_space: gym.spaces.Dict | None = None
+    """The env's, as its probe reported it (what the dry run builds observations from)."""
 
     @property
     def env_workers(self) -> int:
@@ -187,7 +189,8 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
     check_policy(config, estimate_only)
     probe = check_env(config)
     action_shape = probe.action_space.shape
-    state_dim = probe.observation_space["states"].shape[0]
+    observation_space = probe.observation_space
+    state_dim = observation_space["states"].shape[0]
     probe.close()
 
     require(env.action_chunk >= 1, f"env.action_chunk must be >= 1, got {env.action_chunk}")
@@ -233,6 +236,7 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
         chunk_steps=chunk_steps,
         action_dim=int(action_shape[-1]),
         state_dim=int(state_dim),
+        observation_space=observation_space,
     )
 
 
