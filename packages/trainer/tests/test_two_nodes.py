@@ -91,13 +91,11 @@ def stop_nodes(started: list[subprocess.Popen]) -> None:
 
 
 @pytest.fixture
-def two_nodes(monkeypatch):
+def two_nodes():
     """The address of a head node with resource ``node_a`` and a second node with ``node_b`` joined to it;
     both are torn down, with their temp dir, whatever the test does. The run finds it through
     ``RAY_ADDRESS``, where ``auto`` looks first (the default temp dir's record may name another cluster of
     this machine)."""
-    for name, value in AUTH_MODE.items():
-        monkeypatch.setenv(name, value)
     temp_dir = tempfile.mkdtemp(prefix="ray-two-nodes-", dir="/tmp")  # short: Ray's socket paths are limited
     started: list[subprocess.Popen] = []
     try:

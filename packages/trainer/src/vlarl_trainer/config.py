@@ -176,8 +176,8 @@ class EvalConfig:
     """vlarl-eval: the policy to score, as a run directory (its latest checkpoint), a checkpoint
     (``checkpoints/step_N``) or a ``save_pretrained`` directory such as an SFT checkpoint."""
     calvin_chains: int = 0
-    """vlarl-eval and SFT's evaluation on a CALVIN env: also play the first N of CALVIN's 1000 five-task
-    evaluation chains (``vlarl_envs.calvin.chains``) and report ``eval/chains/success_1..5`` and
+    """vlarl-eval's, SFT's and training's evaluations on a CALVIN env: also play the first N of CALVIN's 1000
+    five-task evaluation chains (``vlarl_envs.calvin.chains``) and report ``eval/chains/success_1..5`` and
     ``eval/chains/average_length``; 0 plays none. 1000 is the benchmark; the CPU experiments score the first 50."""
 
 

@@ -4,7 +4,7 @@ actions, success per task and per split.
 The one evaluator of vlarl: the trainer runs ``evaluate`` on its own workers, and vlarl-eval and
 vlarl-sft run ``evaluate_checkpoint``, which starts the same env and rollout workers for a saved
 policy, so a checkpoint scores the same whichever command scores it. CALVIN's long-horizon chains, one
-env's sequence of tasks each, play in the evaluating process (``evaluate_calvin_chains``)."""
+env's sequence of tasks each, play in the evaluating process (``add_calvin_chains``)."""
 
 from __future__ import annotations
 
@@ -137,10 +137,11 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
     chains scores the chains alone and starts no workers.
 
     Returns ``evaluate``'s report, with ``time/eval`` among its metrics and, with chains, their
-    ``eval/chains/...`` metrics and ``chains`` (``evaluate_calvin_chains``' lengths and summary)."""
+    ``eval/chains/...`` metrics and ``chains`` (``play_calvin_chains``' lengths and summary)."""
     import time
 
     from vlarl_trainer.rl.validation import validate
+    from vlarl_trainer.rl.workers.policy_loading import load_policy
 
     config = evaluation_env(config)
     config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, pretrained=str(policy_dir)))
@@ -152,9 +153,7 @@ def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: 
     else:
         report = {"metrics": {}, "table": {}, "groups": {}, "videos": [], "episodes": []}
     if config.eval.calvin_chains:
-        chains = evaluate_calvin_chains(config, policy_dir)
-        report["metrics"].update(chains.pop("metrics"))
-        report["chains"] = chains
+        add_calvin_chains(report, config, load_policy(str(policy_dir), config.runner.torch_threads))
     report["metrics"]["time/eval"] = time.perf_counter() - started
     return report
 
@@ -218,11 +217,12 @@ class ChainPolicy:
             return self.policy.act(batch, deterministic=True).actions[0].cpu().numpy()
 
 
-def evaluate_calvin_chains(config: VlarlConfig, policy_dir: str | Path) -> dict[str, Any]:
-    """``play_calvin_chains`` with the saved policy at ``policy_dir``."""
-    from vlarl_trainer.rl.workers.policy_loading import load_policy
-
-    return play_calvin_chains(config, load_policy(str(policy_dir), config.runner.torch_threads))
+def add_calvin_chains(report: dict[str, Any], config: VlarlConfig, policy: Any) -> None:
+    """Score ``policy`` on ``play_calvin_chains`` into an evaluation ``report``: the chains' metrics join its
+    own, their lengths and summary go under ``chains``."""
+    chains = play_calvin_chains(config, policy)
+    report["metrics"].update(chains.pop("metrics"))
+    report["chains"] = chains
 
 
 def play_calvin_chains(config: VlarlConfig, policy: Any) -> dict[str, Any]:

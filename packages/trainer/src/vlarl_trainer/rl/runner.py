@@ -23,12 +23,12 @@ from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, start_ray
 from vlarl_trainer.rl.evaluation import (
+    add_calvin_chains,
     check_calvin_chains,
     env_tasks,
     evaluate_config,
     evaluation_env,
     logged_evaluation,
-    play_calvin_chains,
 )
 from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
@@ -340,8 +340,7 @@ class Trainer:
         video_dir = self.video_dir / f"eval_step_{step}" if config.eval.video else None
         report = evaluate_config(config, self.eval_shards, self.eval_layout.chunk_steps, video_dir)
         if config.eval.calvin_chains:
-            report["chains"] = play_calvin_chains(config, self._policy_of_step())
-            report["metrics"].update(report["chains"].pop("metrics"))
+            add_calvin_chains(report, config, self._policy_of_step())
         report["metrics"]["time/eval"] = time.perf_counter() - start
         self.deadline.measured(report["metrics"]["time/eval"])
         logger.log(step, report["metrics"])
