@@ -90,6 +90,24 @@ def test_rlinfs_libero_recipes_validate(recipe):
                   **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("recipe", ["libero_spatial_ppo_openpi_tiny", "libero_spatial_grpo_openpi_tiny"])
+def test_libero_cpu_recipes_validate_with_both_cameras_and_40_episodes_a_step(recipe):
+    from vlarl_envs.testing import require_simulator
+
+    require_simulator("libero")
+    config = load_config([f"recipe={recipe}"])
+    layout = validate(config)
+    assert (layout.action_dim, layout.state_dim) == (7, 8) and config.policy.preset == "tiny"
+    assert {"main_images", "wrist_images"} <= set(layout.observation_space.spaces)
+    assert config.env.num_envs * config.rollout.rollout_epoch == 40
+    assert layout.env_workers == 2 and layout.chunk_steps == config.env.max_steps // config.env.action_chunk
+    if config.algorithm.name == "ppo":  # one env per task: each builds its simulator once
+        assert config.env.num_envs == 10
+    else:
+        assert config.env.num_envs % config.algorithm.group_size == 0
+
+
 def test_variant_recipe_inherits_and_overrides():
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny_flownoise", "actor.lr=3e-5"])
     assert config.policy.kwargs["noise_method"] == "flow_noise"

@@ -47,7 +47,7 @@ def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
 
 
 def test_job_sizes_grow_from_demo_to_full():
-    assert available_jobs() == ["demo", "full"]
+    assert available_jobs() == ["demo", "full", "libero_spatial"]
     demo, full = job("demo"), job("full")
     assert (demo.job.size, full.job.size) == ("demo", "full")
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
@@ -75,6 +75,34 @@ def test_full_job_steps_its_envs_in_two_processes(tmp_path, recipe):
     layout = validate(rl_stage_start(config, tmp_path))
     assert layout.env_workers == 2 and layout.rollout_workers == 1 and layout.actor_workers == 1
     assert config.env.num_envs == 2 * config.rollout.pipeline_stage_num * layout.envs_per_stage
+
+
+def test_libero_spatial_job_sizes_its_stages_for_the_recipe():
+    config = load_config(["recipe=libero_spatial_ppo_openpi_tiny", "job=libero_spatial"])
+    assert config.job.size == "libero_spatial" and describe_collection(config) == "5 per task"
+    assert (config.sft.steps, config.runner.max_steps, config.eval.interval) == (2000, 30, 0)
+    assert config.eval.splits == ["test", "language", "position", "object", "task"]
+    assert config.actor == load_config(["recipe=libero_spatial_ppo_openpi_tiny"]).actor
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("recipe", ["libero_spatial_ppo_openpi_tiny", "libero_spatial_grpo_openpi_tiny"])
+def test_libero_spatial_job_collects_every_task_and_scores_ten_states_of_each_in_five_splits(tmp_path, recipe):
+    from vlarl_envs import family_of
+    from vlarl_envs.testing import require_simulator
+
+    from vlarl_trainer.data.collector import collected_tasks
+    from vlarl_trainer.rl.evaluation import evaluation_options
+
+    require_simulator("libero")
+    config = load_config([f"recipe={recipe}", "job=libero_spatial"])
+    validate(rl_stage_start(config, tmp_path))
+    family = family_of(config.env.id)
+    tasks = collected_tasks(config)
+    assert len(tasks) == 10 and all(family.expert(task) is not None for task in tasks)
+    options = evaluation_options(config)
+    assert len(options) == 5 * 10 * 10
+    assert {option["episode_id"] for option in options} == set(range(10))
 
 
 def test_stage_configs_share_the_tree_and_wire_the_stages(tmp_path):
