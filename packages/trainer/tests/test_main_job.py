@@ -30,6 +30,7 @@ from vlarl_trainer.jobs.main_job import (
     write_json,
 )
 from vlarl_trainer.plots import job_learning_curve, read_curve
+from vlarl_trainer.rl.evaluation import format_table
 from vlarl_trainer.rl.validation import validate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -156,18 +157,34 @@ def test_results_json_and_the_final_table(tmp_path):
     assert "learning curve: j/learning_curve.png" in text
 
 
+def test_results_and_table_give_each_split_its_mean_where_there_are_several(tmp_path):
+    config = load_config(["recipe=libero_spatial_ppo_openpi_tiny", "job=libero_spatial"])
+    before = report({("test", "a"): 0.5, ("test", "b"): 0.3, ("language", "a"): 0.1, ("language", "b"): 0.1})
+    after = report({("test", "a"): 0.9, ("test", "b"): 0.7, ("language", "a"): 0.3, ("language", "b"): 0.1})
+    before["splits"], after["splits"] = {"test": 0.4, "language": 0.1}, {"test": 0.8, "language": 0.2}
+    results = job_results(config, [], before, after, {}, {}, {})
+    assert results["splits"] == [{"split": "test", "before": 0.4, "after": 0.8},
+                                 {"split": "language", "before": 0.1, "after": 0.2}]
+    text = format_table(before, after)
+    assert "| test | mean | 0.40 | 0.80 |" in text and "| language | mean | 0.10 | 0.20 |" in text
+    assert "| all | mean | 0.25 | 0.50 |" in text
+    one_split = report({("test", "a"): 0.5})
+    one_split["splits"] = {"test": 0.5}
+    assert "| test | mean |" not in format_table(None, one_split) and "| all | mean | 0.50 |" in format_table(None, one_split)
+
+
 def test_logged_evaluation_reads_back_what_evaluate_logs(tmp_path):
     from vlarl_trainer.rl.evaluation import logged_evaluation
 
-    metrics = {"eval/success_once": 0.25, "eval/success_at_end": 0.2, "eval/test/success_once/push-v3": 0.5,
-               "eval/test/success_once/reach-v3": 0.0, "time/eval": 3.5}
+    metrics = {"eval/success_once": 0.25, "eval/success_at_end": 0.2, "eval/test/success_once": 0.25,
+               "eval/test/success_once/push-v3": 0.5, "eval/test/success_once/reach-v3": 0.0, "time/eval": 3.5}
     path = tmp_path / "metrics.jsonl"
     lines = [{"step": 0, **metrics}, {"step": 1, "env/success_once": 0.4, "time/step": 9.0},
              {"step": 2, **metrics, "eval/success_once": 0.75}]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     report = logged_evaluation(path, 0)
     assert report["table"] == {("test", "push-v3"): 0.5, ("test", "reach-v3"): 0.0}
-    assert report["metrics"] == metrics
+    assert report["splits"] == {"test": 0.25} and report["metrics"] == metrics
     assert logged_evaluation(path, 2)["metrics"]["eval/success_once"] == 0.75
     assert logged_evaluation(path, 1) is None and logged_evaluation(tmp_path / "none.jsonl", 0) is None
 
@@ -192,7 +209,7 @@ def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys)
     assert "never overwrites" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
     assert main([RECIPE, "job=huge"]) == 2
-    assert "unknown job 'huge'; available: ['demo', 'full']" in capsys.readouterr().err
+    assert "unknown job 'huge'; available: ['demo', 'full', 'libero_spatial']" in capsys.readouterr().err
     assert main(["job=demo"]) == 2
     assert "name a recipe" in capsys.readouterr().err
 

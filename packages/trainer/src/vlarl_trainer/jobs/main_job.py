@@ -98,13 +98,16 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
                 sft_loss: dict[str, float], seconds: dict[str, float], paths: dict[str, Any],
                 resumed_from: int | None = None) -> dict[str, Any]:
     """What results.json holds: the settings (the recipe, job size, seed and the user's overrides, so that a
-    record names every number its run changed, and the whole tree), success per task and split and per
-    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation) before and after RL, the SFT
-    loss at its first and last log, timings, paths, and the RL step a resumed job continued from."""
+    record names every number its run changed, and the whole tree), success per task and split, per
+    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation) and per split before and after
+    RL, the SFT loss at its first and last log, timings, paths, and the RL step a resumed job continued
+    from."""
     rows = [{"split": split, "task": task, "before": before["table"].get((split, task)), "after": rate}
             for (split, task), rate in sorted(after["table"].items())]
     groups = [{"split": split, "group": group, "before": before.get("groups", {}).get((split, group)), "after": rate}
               for (split, group), rate in sorted(after.get("groups", {}).items())]
+    splits = [{"split": split, "before": before.get("splits", {}).get(split), "after": rate}
+              for split, rate in after.get("splits", {}).items()]
     return {
         "recipe": config.recipe,
         "job": config.job.size,
@@ -113,6 +116,7 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
         "config": to_dict(config),
         "success": rows,
         "groups": groups,
+        "splits": splits,
         "mean": {"before": before["metrics"]["eval/success_once"], "after": after["metrics"]["eval/success_once"]},
         "sft_loss": sft_loss,
         "seconds": seconds,

@@ -74,9 +74,10 @@ def evaluate(
         progress: show a bar over the rounds' chunk steps, with an ETA.
 
     Returns:
-        ``metrics`` (``eval/<statistic>`` means, ``eval/<split>/success_once/<task>`` and
-        ``eval/<split>/group_success_once/<group>``), ``table`` {(split, task): success rate},
-        ``groups`` {(split, group): success rate}, ``episodes`` (one dict per episode) and ``videos``.
+        ``metrics`` (``eval/<statistic>`` means over every episode, ``eval/<split>/success_once`` over a
+        split's, ``eval/<split>/success_once/<task>`` and ``eval/<split>/group_success_once/<group>``),
+        ``table`` {(split, task): success rate}, ``groups`` {(split, group): success rate}, ``splits``
+        {split: success rate}, ``episodes`` (one dict per episode) and ``videos``.
     """
     num_envs = len(shards.keys()) * shards.envs_per_stage
     per_episode: list[dict[str, Any]] = []
@@ -107,9 +108,12 @@ def evaluate(
     metrics = {f"eval/{name}": float(np.mean([e[name] for e in per_episode])) for name in EPISODE_STATISTICS}
     table = success_by(per_episode, "task")
     groups = success_by([episode for episode in per_episode if episode["group"] is not None], "group")
+    splits = {split: rate for (split, _), rate in success_by(per_episode, "split").items()}
+    metrics.update({f"eval/{split}/success_once": rate for split, rate in splits.items()})
     metrics.update({f"eval/{split}/success_once/{task}": rate for (split, task), rate in table.items()})
     metrics.update({f"eval/{split}/group_success_once/{group}": rate for (split, group), rate in groups.items()})
-    return {"metrics": metrics, "table": table, "groups": groups, "videos": videos, "episodes": per_episode}
+    return {"metrics": metrics, "table": table, "groups": groups, "splits": splits, "videos": videos,
+            "episodes": per_episode}
 
 
 def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video_dir: Path | None = None
@@ -297,35 +301,35 @@ def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
     if "eval/success_once" not in logged:
         return None
     metrics = {key: value for key, value in logged.items() if key.startswith("eval/") or key == "time/eval"}
-    table, groups = {}, {}
+    table, groups, splits = {}, {}, {}
     for key, rate in metrics.items():
         parts = key.split("/", 3)
-        if len(parts) == 4 and parts[2] == "success_once":
+        if len(parts) == 3 and parts[2] == "success_once":
+            splits[parts[1]] = rate
+        elif len(parts) == 4 and parts[2] == "success_once":
             table[(parts[1], parts[3])] = rate
         elif len(parts) == 4 and parts[2] == "group_success_once":
             groups[(parts[1], parts[3])] = rate
-    return {"metrics": metrics, "table": table, "groups": groups}
+    return {"metrics": metrics, "table": table, "groups": groups, "splits": splits}
 
 
 def format_table(before: dict | None, after: dict) -> str:
-    """A Markdown table of success per split and task, then per split and group: before and after, when
-    both exist."""
-    rows = [(split, task, "table") for split, task in sorted(after["table"])]
-    rows += [(split, group, "groups") for split, group in sorted(after.get("groups", {}))]
+    """A Markdown table of success per split and task, then per split and group, then each split's mean
+    where there are several splits, then the mean over every episode: before and after, when both exist."""
+    nan = float("nan")
+    rows = [(split, task, (before or {}).get("table", {}).get((split, task), nan), rate)
+            for (split, task), rate in sorted(after["table"].items())]
+    rows += [(split, f"group {group}", (before or {}).get("groups", {}).get((split, group), nan), rate)
+             for (split, group), rate in sorted(after.get("groups", {}).items())]
+    if len(after.get("splits", {})) > 1:
+        rows += [(split, "mean", (before or {}).get("splits", {}).get(split, nan), rate)
+                 for split, rate in after["splits"].items()]
+    rows.append(("all", "mean", before["metrics"]["eval/success_once"] if before else nan,
+                 after["metrics"]["eval/success_once"]))
     if before:
         lines = ["| split | task | before | after |", "|---|---|---|---|"]
+        lines += [f"| {split} | {label} | {was:.2f} | {rate:.2f} |" for split, label, was, rate in rows]
     else:
         lines = ["| split | task | success |", "|---|---|---|"]
-    for split, label, kind in rows:
-        name = label if kind == "table" else f"group {label}"
-        rate = after[kind][(split, label)]
-        if before:
-            lines.append(f"| {split} | {name} | {before.get(kind, {}).get((split, label), float('nan')):.2f} | {rate:.2f} |")
-        else:
-            lines.append(f"| {split} | {name} | {rate:.2f} |")
-    mean_after = after["metrics"]["eval/success_once"]
-    if before:
-        lines.append(f"| all | mean | {before['metrics']['eval/success_once']:.2f} | {mean_after:.2f} |")
-    else:
-        lines.append(f"| all | mean | {mean_after:.2f} |")
+        lines += [f"| {split} | {label} | {rate:.2f} |" for split, label, _, rate in rows]
     return "\n".join(lines)
