@@ -81,7 +81,7 @@ def test_check_env_passes_on_both_ids(env_id):
     observation, info = env.reset(options={"episode_id": 0})
     assert env.observation_space.contains(observation)
     assert observation["main_images"].shape == observation["wrist_images"].shape == (32, 32, 3)
-    assert observation["states"].shape == (15,) and observation["privileged_state"].shape == (39,)
+    assert observation["states"].shape == (15,) and observation["privileged_state"].shape == (51,)
     assert env.action_space.shape == (7,) and env.unwrapped.horizon == 360
     assert info["scene"] in ({"A", "B", "C"} if env_id == ABC else {"D"})
     env.close()

@@ -13,6 +13,7 @@ from vlarl_envs.testing import require_simulator
 require_simulator("libero.libero.envs")
 
 from vlarl_envs import family_of  # noqa: E402  (registers the ids once the simulator is known to exist)
+from vlarl_envs.expert_success import play_expert  # noqa: E402
 from vlarl_envs.libero import libero_env_id  # noqa: E402
 from vlarl_envs.libero.experts import downward_hand, hand_yaw, scripted_expert  # noqa: E402
 from vlarl_envs.libero.privileged import (  # noqa: E402
@@ -79,12 +80,6 @@ def test_expert_succeeds_on_train_episodes(env_id, task_index):
     task = family.tasks(env_id)[task_index]
     env = gym.make(env_id, obs_mode="state", tasks=[task])
     for episode_id in range(2):
-        observation, _ = env.reset(options={"episode_id": episode_id, "split": "train"})
-        expert = family.make_expert(task)
-        done = False
-        while not done:
-            observation, _, terminated, truncated, info = env.step(expert(observation))
-            done = terminated or truncated
-        assert terminated and info["success"], f"{task} episode {episode_id}"
-        assert info["episode"]["episode_len"] < env.unwrapped.horizon * 0.7
+        succeeded, steps = play_expert(env, task, episode_id)
+        assert succeeded and steps < env.unwrapped.horizon * 0.7, f"{task} episode {episode_id}: {steps} steps"
     env.close()

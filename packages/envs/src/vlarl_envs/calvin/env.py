@@ -22,9 +22,12 @@ Success Conditions:
 
 Observations: ``main_images`` from the static camera and ``wrist_images`` from the gripper camera, both
 ``image_size``; ``states`` = calvin's ``robot_obs`` (15,): TCP position (3) and Euler angles (3), gripper
-opening, the 7 arm joints, the last gripper command; ``privileged_state`` (39,) = ``robot_obs`` and
+opening, the 7 arm joints, the last gripper command; ``privileged_state`` (51,) = ``robot_obs``,
 ``scene_obs`` (24,): sliding door, drawer, button, switch, lightbulb, LED, then position and Euler angles
-of the red, blue and pink blocks, in this order in every scene. Actions: 7-D relative, calvin's
+of the red, blue and pink blocks, in this order in every scene, then the world positions (12,) of the
+middle of the drawer handle's bar, of the sliding door handle's bar, of the button's top and of the switch
+handle's bar (``vlarl_envs.calvin.simulator.FIXTURE_POINTS``: they differ between scenes and move with
+their joints); ``vlarl_envs.calvin.privileged`` names its parts. Actions: 7-D relative, calvin's
 ``rel_actions``: TCP position (x 2 cm) and Euler angles (x 0.05 rad) per step, then the gripper, open
 where positive and closed otherwise (calvin's 1 and -1).
 
@@ -46,6 +49,7 @@ from vlarl_envs.calvin.simulator import (
     RENDERERS,
     build_simulator,
     close_simulator,
+    fixture_points,
     place_state,
     render_cameras,
     robot_state,
@@ -76,6 +80,8 @@ STATE_HIGH = np.array([2.0] * 3 + [ANGLE] * 3 + [0.1] + [ANGLE] * 7 + [1.0])
 SCENE_LOW = np.array([-1.0] * 4 + [0.0] * 2 + ([-2.0] * 3 + [-ANGLE] * 3) * 3)
 SCENE_HIGH = np.array([1.0] * 4 + [1.0] * 2 + ([2.0] * 3 + [ANGLE] * 3) * 3)
 """Bounds of ``scene_obs``: joints (at most 0.28 m of travel), lights 0 or 1, block poses."""
+FIXTURES_LOW, FIXTURES_HIGH = np.full(12, -2.0), np.full(12, 2.0)
+"""Bounds of the fixture points: metres around the table."""
 
 
 class CalvinEnv(gym.Env):
@@ -130,8 +136,9 @@ class CalvinEnv(gym.Env):
         self.split = split
         self.render_mode = render_mode
         self.instructions = calvin_instructions()
-        privileged = spaces.Box(np.concatenate([STATE_LOW, SCENE_LOW]).astype(np.float32),
-                                np.concatenate([STATE_HIGH, SCENE_HIGH]).astype(np.float32), dtype=np.float32)
+        privileged_low = np.concatenate([STATE_LOW, SCENE_LOW, FIXTURES_LOW])
+        privileged_high = np.concatenate([STATE_HIGH, SCENE_HIGH, FIXTURES_HIGH])
+        privileged = spaces.Box(privileged_low.astype(np.float32), privileged_high.astype(np.float32), dtype=np.float32)
         self.observation_space = observation_space(obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True,
                                                    extra={"privileged_state": privileged})
         self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
@@ -252,7 +259,8 @@ class CalvinEnv(gym.Env):
         robot = robot_state(self.simulator)
         observation["states"] = robot
         observation["task_description"] = self._instruction
-        observation["privileged_state"] = np.concatenate([robot, scene_state(self.simulator)])
+        observation["privileged_state"] = np.concatenate(
+            [robot, scene_state(self.simulator), fixture_points(self.simulator)])
         return observation
 
     def complete_observation(self, observation: Mapping[str, Any]) -> dict[str, Any]:

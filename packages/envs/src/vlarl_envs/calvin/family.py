@@ -1,4 +1,5 @@
-"""The CALVIN family: its ids' tasks, splits and instructions, and what a dataset calls its robot."""
+"""The CALVIN family: its ids' tasks, splits, instructions and scripted experts, and what a dataset calls its
+robot."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ def calvin_splits(env_id: str) -> tuple[str, ...]:
     return SPLITS
 
 
+def calvin_expert(task: str):
+    """A fresh scripted expert of the task (reads ``privileged_state``), or None where there is none."""
+    from vlarl_envs.calvin.experts import scripted_expert
+
+    return scripted_expert(task)
+
+
 CALVIN_FAMILY = EnvFamily(
     name="CALVIN",
     id_prefix="vlarl/CALVIN-",
@@ -39,6 +47,7 @@ CALVIN_FAMILY = EnvFamily(
     instructions=calvin_instructions,
     make_vec=make_vec,
     batched=False,
+    expert=calvin_expert,
     robot_type="panda",
     feature_names={
         "observation.state": ["tcp_x", "tcp_y", "tcp_z", "tcp_roll", "tcp_pitch", "tcp_yaw", "gripper_opening",

@@ -295,6 +295,32 @@ def scene_state(simulator: Any) -> np.ndarray:
     return np.concatenate([joints, *poses]).astype(np.float32)
 
 
+FIXTURE_POINTS = (
+    ("drawer_link", (0.0, 0.0495, 0.312)),
+    ("slide_link", (0.175, 0.0, 0.085)),
+    ("button_link", (0.0, 0.03, 0.0)),
+    ("switch_link", (0.0, 0.0635, -0.01)),
+)
+"""What an expert reaches for on the table's moving parts, each a point in its link's URDF frame, unscaled: the
+middle of the drawer handle's bar, of the sliding door handle's bar, of the button's top and of the switch
+handle's bar. Read off calvin_env's collision meshes, which are the same in scenes A-D; only where the
+links are mounted differs between scenes."""
+
+
+def fixture_points(simulator: Any) -> np.ndarray:
+    """The world positions (12,) of ``FIXTURE_POINTS``, in their order: they move with the drawer, the door,
+    the button and the switch."""
+    table = by_name(simulator.scene.fixed_objects)["table"]
+    links = table.get_info()["links"]
+    points = []
+    for link, point in FIXTURE_POINTS:
+        frame_position, frame_orientation = simulator.p.getLinkState(
+            table.uid, links[link], physicsClientId=simulator.cid)[4:6]
+        scaled = np.asarray(point) * table.global_scaling
+        points.append(simulator.p.multiplyTransforms(frame_position, frame_orientation, scaled, (0, 0, 0, 1))[0])
+    return np.concatenate(points).astype(np.float32)
+
+
 def robot_state(simulator: Any) -> np.ndarray:
     """calvin's ``robot_obs`` (15,): TCP position and Euler angles, gripper opening, 7 arm joints, gripper
     command."""

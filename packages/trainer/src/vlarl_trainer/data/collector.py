@@ -127,7 +127,8 @@ def collect_demonstrations(
     without_expert = [task for task in chosen if family.expert(task) is None]
     if without_expert:
         raise ValueError(f"no scripted expert for {family.name} task(s) {without_expert} of {env_id}; collect a "
-                         "family task that has one (MetaWorld's tasks, ManiSkill's PutOnPlate and PickCube, GSEnv)")
+                         "family task that has one (MetaWorld's tasks, ManiSkill's PutOnPlate and PickCube, GSEnv, "
+                         "LIBERO-Spatial, -Object and most LIBERO-Goal tasks, CALVIN's tasks)")
     started = time.perf_counter()
     env = gym.make(env_id, image_size=image_size, obs_mode="rgb", reward_mode="sparse", **env_kwargs)
     try:
