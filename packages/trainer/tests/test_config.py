@@ -108,6 +108,27 @@ def test_libero_cpu_recipes_validate_with_both_cameras_and_40_episodes_a_step(re
         assert config.env.num_envs % config.algorithm.group_size == 0
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("recipe", ["calvin_abc_d_ppo_openpi_tiny", "calvin_abc_d_ppo_openpi", "calvin_abc_d_ppo_openpi_pi05"])
+def test_calvin_recipes_train_on_abc_and_score_on_d(recipe):
+    from vlarl_envs import family_of
+    from vlarl_envs.testing import require_simulator
+
+    from vlarl_policies.registry import preset_config
+
+    require_simulator("calvin_env")
+    config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
+    layout = validate(config)
+    assert (layout.action_dim, layout.state_dim) == (7, 15)
+    assert (config.env.id, config.eval.env_id) == ("vlarl/CALVIN-ABC-v0", "vlarl/CALVIN-D-v0")
+    preset_config(config.policy.name, config.policy.preset,
+                  **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
+    if config.policy.preset == "tiny":  # every env keeps one task
+        assert config.env.num_envs % len(family_of(config.env.id).tasks(config.env.id)) == 0
+    else:
+        assert config.eval.calvin_chains == 1000
+
+
 def test_variant_recipe_inherits_and_overrides():
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny_flownoise", "actor.lr=3e-5"])
     assert config.policy.kwargs["noise_method"] == "flow_noise"
@@ -232,7 +253,7 @@ def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
     assert train_main(["--help"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("vlarl-train [recipe=<name>]")
-    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: demo, full, libero_spatial" in text
+    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: calvin_abc_d, demo, full, libero_spatial" in text
 
 
 def test_without_a_recipe_every_component_runs_once_on_device_zero():

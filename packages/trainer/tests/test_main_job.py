@@ -48,7 +48,7 @@ def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
 
 
 def test_job_sizes_grow_from_demo_to_full():
-    assert available_jobs() == ["demo", "full", "libero_spatial"]
+    assert available_jobs() == ["calvin_abc_d", "demo", "full", "libero_spatial"]
     demo, full = job("demo"), job("full")
     assert (demo.job.size, full.job.size) == ("demo", "full")
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
@@ -104,6 +104,14 @@ def test_libero_spatial_job_collects_every_task_and_scores_ten_states_of_each_in
     options = evaluation_options(config)
     assert len(options) == 5 * 10 * 10
     assert {option["episode_id"] for option in options} == set(range(10))
+
+
+def test_calvin_job_scores_scene_d_and_its_chains():
+    config = load_config(["recipe=calvin_abc_d_ppo_openpi_tiny", "job=calvin_abc_d"])
+    assert config.job.size == "calvin_abc_d" and describe_collection(config) == "3 per task"
+    assert (config.eval.env_id, config.eval.calvin_chains, config.eval.episodes_per_task) == ("vlarl/CALVIN-D-v0", 50, 5)
+    assert config.runner.max_steps % config.eval.interval == 0
+    assert config.actor == load_config(["recipe=calvin_abc_d_ppo_openpi_tiny"]).actor
 
 
 def test_stage_configs_share_the_tree_and_wire_the_stages(tmp_path):
@@ -209,7 +217,7 @@ def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys)
     assert "never overwrites" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
     assert main([RECIPE, "job=huge"]) == 2
-    assert "unknown job 'huge'; available: ['demo', 'full', 'libero_spatial']" in capsys.readouterr().err
+    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'libero_spatial']" in capsys.readouterr().err
     assert main(["job=demo"]) == 2
     assert "name a recipe" in capsys.readouterr().err
 
