@@ -29,7 +29,7 @@ def published_recipes() -> list[str]:
 
 def estimate_row(recipe: str, overrides: list[str]) -> str:
     config = load_config([f"recipe={recipe}", *overrides])
-    layout, _, memory, parameters = estimate_config_memory(config)
+    layout, memory, parameters = estimate_config_memory(config)
     actor = config.actor
     settings = (f"{actor.strategy} x{layout.actor_workers}, {actor.precision}, micro {actor.micro_batch_size}"
                 f"{', ckpt' if actor.gradient_checkpointing else ''}{', offload' if actor.offload else ''}")

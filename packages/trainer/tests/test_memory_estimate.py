@@ -29,8 +29,8 @@ SMALL = ["env.id=vlarl/MetaWorld-reach-v3", "env.num_envs=2", "actor.global_batc
 
 def estimate(name: str, *overrides: str):
     config = load_config([f"recipe={RECIPES[name]}", *SMALL, *overrides])
-    layout, observation_space, memory, parameters = estimate_config_memory(config)
-    return config, layout, observation_space, memory, parameters
+    layout, memory, parameters = estimate_config_memory(config)
+    return config, layout, layout.observation_space, memory, parameters
 
 
 def tensor_bytes(tensors) -> int:
@@ -125,7 +125,7 @@ def test_every_published_size_recipe_fits_a_rank_of_an_80_gb_gpu():
     recipes = published_size_recipes()
     assert len(recipes) >= 15
     for recipe in recipes:
-        _, _, memory, parameters = estimate_config_memory(load_config([f"recipe={recipe}"]))
+        _, memory, parameters = estimate_config_memory(load_config([f"recipe={recipe}"]))
         assert parameters > 3e9, recipe
         assert memory.peak < 48 * 2**30, f"{recipe}: {memory.peak / 2**30:.1f} GiB per actor rank"
 

@@ -91,7 +91,7 @@ def dry_run(config: VlarlConfig, overrides: list[str]) -> None:
         config = auto_resumed_config(config, overrides)
     elif config.resume is not None:
         config = resumed_config(config.resume, overrides)
-    layout, _, memory, parameters = estimate_config_memory(config)
+    layout, memory, parameters = estimate_config_memory(config)
     print(f"{config.recipe or config.resume}: valid\n\nprocesses per device:\n{layout_table(layout)}\n")
     print(memory_table(config, memory, parameters, layout.actor_workers))
 

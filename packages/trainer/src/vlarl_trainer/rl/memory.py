@@ -230,17 +230,17 @@ def estimate_actor_memory(config: VlarlConfig, layout: Layout, observation_space
     return memory, sum(p.numel() for p in policy.parameters())
 
 
-def estimate_config_memory(config: VlarlConfig) -> tuple[Layout, Any, ActorRankMemory, int]:
+def estimate_config_memory(config: VlarlConfig) -> tuple[Layout, ActorRankMemory, int]:
     """What ``vlarl-train --dry-run`` reports for ``config``: it is validated (a published-size policy
-    needs no checkpoint; the validation's env probe gives the observation space), then one actor rank's
-    memory is estimated. Returns the layout, the env's observation space, the memory and the policy's
-    parameter count."""
+    needs no checkpoint; the validation's env probe gives the observation space, ``layout.observation_space``),
+    then one actor rank's memory is estimated. Returns the layout, the memory and the policy's parameter
+    count."""
     from vlarl_trainer.rl.runner import env_instructions
     from vlarl_trainer.rl.validation import validate
 
     layout = validate(config, estimate_only=True)
     memory, parameters = estimate_actor_memory(config, layout, layout.observation_space, env_instructions(config))
-    return layout, layout.observation_space, memory, parameters
+    return layout, memory, parameters
 
 
 def format_gib(size: int) -> str:
