@@ -234,6 +234,26 @@ def test_chunk_renders_only_its_last_observation_and_matches_single_steps(monkey
 
 
 @pytest.mark.slow
+def test_a_simulator_rebuilt_beside_other_envs_renders_as_a_fresh_one():
+    """Envs of one process that rebuild their simulators (another split's task, then training's) keep
+    rendering their own scenes: closing a simulator frees only its own GL objects."""
+    family = family_of(SPATIAL)
+    tasks = family.tasks(SPATIAL)[:2]
+    envs = family.make_episode_vec(SPATIAL, 2, image_size=32, action_chunk=5)
+    envs.reset([{"episode_id": 0, "split": "task", "task": task} for task in tasks])
+    envs.reset([{"episode_id": 5, "split": "train", "task": task} for task in tasks])
+    fresh = gym.make(SPATIAL, image_size=32, action_chunk=5)
+    fresh.reset(options={"episode_id": 5, "split": "train", "task": tasks[0]})
+    for chunk in np.random.default_rng(0).uniform(-1, 1, (3, 5, 7)).astype(np.float32):
+        batch, *_ = envs.step(np.stack([chunk, chunk]))
+        expected, *_ = fresh.step(chunk)
+        for key in ("main_images", "wrist_images", "states"):
+            np.testing.assert_array_equal(batch[key][0], expected[key])
+    envs.close()
+    fresh.close()
+
+
+@pytest.mark.slow
 def test_vector_env_steps_subprocesses():
     family = family_of(SPATIAL)
     assert not family.batched

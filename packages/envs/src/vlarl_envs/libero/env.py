@@ -62,6 +62,7 @@ from vlarl_envs.libero.simulator import (
     SETTLE_ACTION,
     WRIST_CAMERA,
     build_simulator,
+    close_simulator,
     proprioception,
     render_camera,
     reset_seeded,
@@ -189,7 +190,7 @@ class LiberoEnv(gym.Env):
         its own); the previous one is closed first, so one model is held at a time."""
         if self._simulator_bddl != task.bddl_file:
             if self._simulator is not None:
-                self._simulator.close()
+                close_simulator(self._simulator)
                 self._simulator = None
             self._simulator = build_simulator(task, self.fast_render)
             self._simulator_bddl = task.bddl_file
@@ -277,7 +278,7 @@ class LiberoEnv(gym.Env):
 
     def close(self):
         if self._simulator is not None:
-            self._simulator.close()
+            close_simulator(self._simulator)
             self._simulator = None
             self._simulator_bddl = None
             self._read_privileged_state = None

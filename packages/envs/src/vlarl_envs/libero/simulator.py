@@ -63,6 +63,24 @@ def build_simulator(task: LiberoTask, fast_render: bool) -> Any:
     return simulator
 
 
+def close_simulator(simulator: Any) -> None:
+    """Close a simulator built by ``build_simulator``, freeing its GL objects in its own GL context.
+
+    robosuite frees a render context's MuJoCo objects (textures, buffers, framebuffers) in whatever
+    GL context is current when the context is collected; with several simulators in one process that
+    is another simulator's, whose objects of the same ids it deletes: that simulator then renders
+    wrong images while its physics stays right (it happened when an env rebuilt its simulator for
+    another task or split beside other envs). The objects are freed here with their own context
+    current, so the later collection finds nothing left to free.
+    """
+    context = getattr(simulator.sim, "_render_context_offscreen", None)
+    if context is not None:
+        context.gl_ctx.make_current()
+        context.con.free()
+        context.gl_ctx.free()
+    simulator.close()
+
+
 def disable_costly_rendering(sim: Any, mujoco: Any) -> None:
     """No shadows, reflections or multisampling: 3-4x faster frames with Mesa on a CPU.
 
