@@ -97,3 +97,33 @@ def test_a_task_subset_is_what_training_evaluation_and_collection_play():
     assert len(collected_tasks(mt10())) == 10
     with pytest.raises(ValueError, match=r"collect.tasks names task\(s\) \['reach-v3'\] that vlarl/MetaWorld-MT10-v3"):
         collected_tasks(mt10(f"+env.kwargs.tasks=[{','.join(subset)}]", "collect.tasks=[reach-v3]"))
+
+
+def test_an_evaluation_reports_the_mean_of_its_out_of_distribution_splits(monkeypatch):
+    """PutOnPlate scored on train, vision and semantic: ood_average is the mean of vision's and semantic's
+    success, each split counted once however many episodes it has, and logged as a split of its own."""
+    from vlarl_trainer.rl import evaluation
+
+    success = {("train", 0): 1.0, ("train", 1): 1.0, ("vision", 0): 1.0, ("vision", 1): 0.0,
+               ("semantic", 0): 0.0, ("semantic", 1): 0.0, ("semantic", 2): 0.0, ("semantic", 3): 0.0}
+
+    def fake_episodes(shards, options, chunk_steps, **kwargs):
+        rates = [success[(entry["split"], entry["episode_id"])] for entry in options]
+        return {"tasks": ["PutOnPlate"] * len(options), "success_once": rates,
+                **{name: [0.0] * len(options) for name in ("success_at_end", "return", "episode_len", "reward")}}
+
+    class TwoEnvs:
+        envs_per_stage = 2
+
+        def keys(self):
+            return [0]
+
+    monkeypatch.setattr(evaluation, "run_episodes", fake_episodes)
+    options = [{"split": split, "episode_id": episode, "task": "PutOnPlate"} for split, episode in success]
+    report = evaluation.evaluate(TwoEnvs(), options, chunk_steps=1, seed=0)
+    assert report["splits"] == {"train": 1.0, "vision": 0.5, "semantic": 0.0, "ood_average": 0.25}
+    assert report["metrics"]["eval/ood_average/success_once"] == 0.25
+    assert report["metrics"]["eval/success_once"] == 3 / 8
+    assert "| ood_average | mean of OOD splits | 0.25 |" in evaluation.format_table(None, report)
+    in_distribution = evaluation.evaluate(TwoEnvs(), options[:2], chunk_steps=1, seed=0)
+    assert in_distribution["splits"] == {"train": 1.0}

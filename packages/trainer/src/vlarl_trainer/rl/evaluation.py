@@ -21,6 +21,11 @@ from vlarl_trainer.progress import progress_bar
 from vlarl_trainer.rl.rollout import Shards, run_episodes
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS, policy_inputs
 
+IN_DISTRIBUTION_SPLITS = ("train", "test")
+"""Every family's in-distribution splits; any other split (PutOnPlate's vision, semantic and execution,
+LIBERO-Pro's, MetaWorld's unseen phrasings) is out of distribution."""
+OOD_AVERAGE = "ood_average"
+"""The pseudo-split that holds the mean of the out-of-distribution splits' means (RLinf's OOD average)."""
 
 
 def evaluation_env(config: VlarlConfig) -> VlarlConfig:
@@ -77,7 +82,8 @@ def evaluate(
         ``metrics`` (``eval/<statistic>`` means over every episode, ``eval/<split>/success_once`` over a
         split's, ``eval/<split>/success_once/<task>`` and ``eval/<split>/group_success_once/<group>``),
         ``table`` {(split, task): success rate}, ``groups`` {(split, group): success rate}, ``splits``
-        {split: success rate}, ``episodes`` (one dict per episode) and ``videos``.
+        {split: success rate, and ``ood_average`` where an out-of-distribution split was scored},
+        ``episodes`` (one dict per episode) and ``videos``.
     """
     num_envs = len(shards.keys()) * shards.envs_per_stage
     per_episode: list[dict[str, Any]] = []
@@ -108,7 +114,7 @@ def evaluate(
     metrics = {f"eval/{name}": float(np.mean([e[name] for e in per_episode])) for name in EPISODE_STATISTICS}
     table = success_by(per_episode, "task")
     groups = success_by([episode for episode in per_episode if episode["group"] is not None], "group")
-    splits = {split: rate for (split, _), rate in success_by(per_episode, "split").items()}
+    splits = with_ood_average({split: rate for (split, _), rate in success_by(per_episode, "split").items()})
     metrics.update({f"eval/{split}/success_once": rate for split, rate in splits.items()})
     metrics.update({f"eval/{split}/success_once/{task}": rate for (split, task), rate in table.items()})
     metrics.update({f"eval/{split}/group_success_once/{group}": rate for (split, group), rate in groups.items()})
@@ -125,6 +131,13 @@ def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video
     scored = evaluation_env(config)
     return evaluate(shards, evaluation_options(scored), chunk_steps, config.runner.seed, video_dir,
                     family_of(scored.env.id).group, config.runner.video_info, config.runner.progress)
+
+
+def with_ood_average(splits: dict[str, float]) -> dict[str, float]:
+    """``splits`` and, where any is out of distribution, ``ood_average``: the unweighted mean of those
+    splits' success, so each kind of shift counts alike however many episodes it has."""
+    held_out = [rate for split, rate in splits.items() if split not in IN_DISTRIBUTION_SPLITS]
+    return {**splits, OOD_AVERAGE: float(np.mean(held_out))} if held_out else splits
 
 
 def success_by(episodes: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
@@ -315,14 +328,16 @@ def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
 
 def format_table(before: dict | None, after: dict) -> str:
     """A Markdown table of success per split and task, then per split and group, then each split's mean
-    where there are several splits, then the mean over every episode: before and after, when both exist."""
+    and the OOD average where there are several splits, then the mean over every episode: before and
+    after, when both exist."""
     nan = float("nan")
     rows = [(split, task, (before or {}).get("table", {}).get((split, task), nan), rate)
             for (split, task), rate in sorted(after["table"].items())]
     rows += [(split, f"group {group}", (before or {}).get("groups", {}).get((split, group), nan), rate)
              for (split, group), rate in sorted(after.get("groups", {}).items())]
     if len(after.get("splits", {})) > 1:
-        rows += [(split, "mean", (before or {}).get("splits", {}).get(split, nan), rate)
+        rows += [(split, "mean of OOD splits" if split == OOD_AVERAGE else "mean",
+                  (before or {}).get("splits", {}).get(split, nan), rate)
                  for split, rate in after["splits"].items()]
     rows.append(("all", "mean", before["metrics"]["eval/success_once"] if before else nan,
                  after["metrics"]["eval/success_once"]))
