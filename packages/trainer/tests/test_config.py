@@ -11,11 +11,11 @@ CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flo
                "metaworld_10_ppo_openvlaoft_tiny", "metaworld_10_grpo_openvlaoft_tiny", "metaworld_45_ppo_openpi_tiny",
                "metaworld_50_ppo_openpi_tiny", "metaworld_50_ppo_openpi_pi05_tiny"]
 MANISKILL_CPU_RECIPES = ["maniskill_ppo_openvla_tiny", "maniskill_grpo_openvla_tiny", "maniskill_ppo_openvlaoft_tiny",
-                         "maniskill_grpo_openvlaoft_tiny"]
+                         "maniskill_grpo_openvlaoft_tiny", "maniskill_ppo_openpi_tiny"]
 PUBLISHED_SIZE_RECIPES = ["metaworld_50_ppo_openpi", "libero_10_ppo_openpi", "gsenv_ppo_openpi_pi05",
                           "maniskill_ppo_openvla", "maniskill_grpo_openvla", "maniskill_ppo_openvlaoft",
                           "maniskill_grpo_openvlaoft", "metaworld_50_grpo_openvlaoft", "metaworld_45_ppo_openpi",
-                          "metaworld_50_ppo_openpi_pi05"]
+                          "metaworld_50_ppo_openpi_pi05", "maniskill_ppo_openpi", "maniskill_ppo_openpi_pi05"]
 
 
 def test_seed_recipes_ship():
@@ -42,6 +42,22 @@ def test_maniskill_cpu_recipes_validate(recipe):
     assert layout.chunk_steps == config.env.max_steps // config.env.action_chunk
 
 
+@pytest.mark.sim
+def test_gsenv_cpu_recipe_is_the_published_ones_twin():
+    """Tiny pi0.5 with its value head after the VLM, like gsenv_ppo_openpi_pi05, on 64 px splats and the
+    success-only reward."""
+    from vlarl_envs.testing import require_simulator
+
+    require_simulator("mani_skill")
+    config = load_config(["recipe=gsenv_ppo_openpi_pi05_tiny"])
+    published = load_config(["recipe=gsenv_ppo_openpi_pi05", "policy.pretrained=/nowhere"])
+    layout = validate(config)
+    assert (layout.action_dim, layout.state_dim) == (7, 8) and config.env.id == published.env.id
+    assert (config.policy.name, config.policy.preset) == ("pi05", "tiny")
+    assert config.policy.kwargs["value_after_vlm"] is published.policy.kwargs["value_after_vlm"] is True
+    assert (config.env.kwargs["image_size"], config.env.kwargs["reward_mode"]) == (64, "sparse")
+
+
 @pytest.mark.parametrize("recipe", ["maniskill_ppo_openvlaoft", "maniskill_grpo_openvlaoft", "metaworld_50_grpo_openvlaoft"])
 def test_published_openvla_recipes_make_their_policy_config(recipe):
     from vlarl_policies.registry import preset_config
@@ -51,6 +67,26 @@ def test_published_openvla_recipes_make_their_policy_config(recipe):
                               **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
     assert policy.lora_rank == 32 and policy.llm_depth == 32 and config.algorithm.logprob_level == "token"
     assert (policy.action_chunk, config.algorithm.clip_high) == (config.env.action_chunk, 0.28)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("recipe, policy, logprob_level", [("maniskill_ppo_openpi", "pi0", "token"),
+                                                           ("maniskill_ppo_openpi_pi05", "pi05", "chunk")])
+def test_rlinfs_maniskill_openpi_recipes_sample_with_flow_noise_and_score_every_split(recipe, policy, logprob_level):
+    """RLinf's pi0 and pi0.5 ManiSkill recipes: flow-noise with the joint log-probability, one global batch of
+    320 envs x 16 chunks, scored in distribution and on the vision, semantic and execution splits."""
+    from vlarl_envs.testing import require_simulator
+    from vlarl_policies.registry import preset_config
+
+    require_simulator("mani_skill")
+    config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
+    layout = validate(config)
+    _, made = preset_config(config.policy.name, config.policy.preset,
+                            **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
+    assert config.policy.name == policy and (made.noise_method, made.joint_logprob) == ("flow_noise", True)
+    assert config.algorithm.logprob_level == logprob_level and config.algorithm.entropy_coef == 0.005
+    assert config.env.num_envs * layout.chunk_steps == config.actor.global_batch_size == 5120
+    assert config.eval.splits == ["train", "vision", "semantic", "execution"]
 
 
 @pytest.mark.parametrize("recipe, tasks, scored_on", [
@@ -253,7 +289,7 @@ def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
     assert train_main(["--help"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("vlarl-train [recipe=<name>]")
-    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: calvin_abc_d, demo, full, libero_spatial" in text
+    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: calvin_abc_d, demo, full, libero_spatial, put_on_plate" in text
 
 
 def test_without_a_recipe_every_component_runs_once_on_device_zero():

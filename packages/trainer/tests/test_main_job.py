@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,7 @@ def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
 
 
 def test_job_sizes_grow_from_demo_to_full():
-    assert available_jobs() == ["calvin_abc_d", "demo", "full", "libero_spatial"]
+    assert available_jobs() == ["calvin_abc_d", "demo", "full", "libero_spatial", "put_on_plate"]
     demo, full = job("demo"), job("full")
     assert (demo.job.size, full.job.size) == ("demo", "full")
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
@@ -104,6 +105,29 @@ def test_libero_spatial_job_collects_every_task_and_scores_ten_states_of_each_in
     options = evaluation_options(config)
     assert len(options) == 5 * 10 * 10
     assert {option["episode_id"] for option in options} == set(range(10))
+
+
+@pytest.mark.sim
+def test_put_on_plate_job_scores_every_split_with_its_variations_in_turn(tmp_path):
+    from vlarl_envs import family_of
+    from vlarl_envs.testing import require_simulator
+
+    from vlarl_trainer.rl.evaluation import evaluation_options
+
+    require_simulator("mani_skill")
+    config = load_config(["recipe=maniskill_ppo_openpi_tiny", "job=put_on_plate"])
+    assert config.job.size == "put_on_plate" and describe_collection(config) == "100 per task"
+    assert config.actor == load_config(["recipe=maniskill_ppo_openpi_tiny"]).actor
+    assert config.runner.max_steps % config.eval.interval == 0
+    validate(rl_stage_start(config, tmp_path))
+    family = family_of(config.env.id)
+    options = evaluation_options(config)
+    assert len(options) == 4 * 30 and {option["split"] for option in options} == {"train", "vision", "semantic", "execution"}
+    for split in ("vision", "semantic", "execution"):
+        variations = Counter(family.group("PutOnPlate", split, option["episode_id"])
+                             for option in options if option["split"] == split)
+        assert max(variations.values()) - min(variations.values()) <= 1, (split, variations)
+        assert len(variations) == {"vision": 7, "semantic": 5, "execution": 3}[split]
 
 
 def test_calvin_job_scores_scene_d_and_its_chains():
@@ -217,7 +241,7 @@ def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys)
     assert "never overwrites" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
     assert main([RECIPE, "job=huge"]) == 2
-    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'libero_spatial']" in capsys.readouterr().err
+    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'libero_spatial', 'put_on_plate']" in capsys.readouterr().err
     assert main(["job=demo"]) == 2
     assert "name a recipe" in capsys.readouterr().err
 
