@@ -6,7 +6,7 @@ every contract wrapper) and their ratio, in wall-clock time, for state observati
 runs alternate in short blocks and the median block is reported, so both see the same machine
 load; run it on an otherwise idle machine all the same.
 
-    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill|libero|calvin] [--steps 2000] [--rounds 9]
+    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill|put_on_plate|libero|calvin] [--steps 2000] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ MANISKILL_TASK = "PickCube"
 LIBERO_ID = "vlarl/LIBERO-Spatial-v0"
 CALVIN_ID = "vlarl/CALVIN-D-v0"
 IMAGE_SIZE = 128
+PUT_ON_PLATE_ID = "vlarl/ManiSkill-PutOnPlate-v0"
+PUT_ON_PLATE_IMAGE_SIZE = 64
+"""The CPU recipe's (maniskill_ppo_openpi_tiny) image size."""
+CHUNK = 5
 CALVIN_IMAGE_SIZE = 64
 """CALVIN on a CPU trains at 64 px: pybullet's renderers cost most of its step."""
 
@@ -160,6 +164,54 @@ def maniskill_vector_rows(steps: int) -> None:
         print(f"| ManiSkill {MANISKILL_TASK}-v1 | {mode} | {one:,.0f} | {two:,.0f} | {two / one:.2f} |")
 
 
+def put_on_plate_rows(steps: int, rounds: int) -> None:
+    """PutOnPlate at the CPU recipe's 64 px: raw against wrapped steps, then a chunk of 5 actions that
+    renders once (the env defers images) against five single steps that each render."""
+    raw_step, wrapped_step = put_on_plate_pair()
+    n = steps // 20
+    rates = alternate(
+        {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)}, rounds)
+    report_overhead("ManiSkill PutOnPlate-v0", f"rgb {PUT_ON_PLATE_IMAGE_SIZE}x{PUT_ON_PLATE_IMAGE_SIZE}", rates)
+    chunked = gym.make(PUT_ON_PLATE_ID, image_size=PUT_ON_PLATE_IMAGE_SIZE, horizon=10**9, action_chunk=CHUNK)
+    single = gym.make(PUT_ON_PLATE_ID, image_size=PUT_ON_PLATE_IMAGE_SIZE, horizon=10**9)
+    for env in (chunked, single):
+        env.reset(options={"episode_id": 0})
+    chunk = np.zeros((CHUNK, 7), np.float32)
+
+    def single_steps() -> None:
+        for action in chunk:
+            single.step(action)
+
+    per_chunk = alternate({"chunk": lambda: steps_per_second(lambda: chunked.step(chunk), n // CHUNK),
+                           "single": lambda: steps_per_second(single_steps, n // CHUNK)}, rounds)
+    rendered_once, rendered_each = CHUNK * per_chunk["chunk"], CHUNK * per_chunk["single"]
+    print(f"| ManiSkill PutOnPlate-v0 | rgb {PUT_ON_PLATE_IMAGE_SIZE}x{PUT_ON_PLATE_IMAGE_SIZE}, chunks of {CHUNK}: raw = "
+          f"every step rendered, wrapped = the chunk's last | {rendered_each:,.0f} | {rendered_once:,.0f} | "
+          f"{rendered_once / rendered_each:.3f} |")
+
+
+def put_on_plate_pair() -> tuple[Callable[[], None], Callable[[], None]]:
+    """(raw step, wrapped step): the ManiSkill simulator inside a vlarl PutOnPlate env stepped directly
+    (ManiSkill's own ``step``, both cameras rendered), and a second env through every contract wrapper;
+    both from episode 0's layout."""
+    raw_env = gym.make(PUT_ON_PLATE_ID, image_size=PUT_ON_PLATE_IMAGE_SIZE, horizon=10**9)
+    wrapped_env = gym.make(PUT_ON_PLATE_ID, image_size=PUT_ON_PLATE_IMAGE_SIZE, horizon=10**9)
+    for env in (raw_env, wrapped_env):
+        env.reset(options={"episode_id": 0})
+    simulator = raw_env.unwrapped.simulator
+    action = np.zeros(7, np.float32)
+    return lambda: simulator.step(action), lambda: wrapped_env.step(action)
+
+
+def put_on_plate_vector_rows(steps: int) -> None:
+    """Subprocess workers at 64 px, each step rendering (chunks of one)."""
+    n = steps // 20
+    one = vector_throughput(PUT_ON_PLATE_ID, 1, n, image_size=PUT_ON_PLATE_IMAGE_SIZE)
+    two = vector_throughput(PUT_ON_PLATE_ID, 2, n, image_size=PUT_ON_PLATE_IMAGE_SIZE)
+    print(f"| ManiSkill PutOnPlate-v0 | rgb {PUT_ON_PLATE_IMAGE_SIZE}x{PUT_ON_PLATE_IMAGE_SIZE} | {one:,.0f} | "
+          f"{two:,.0f} | {two / one:.2f} |")
+
+
 def libero_env(obs_mode: str, **env_kwargs) -> gym.Env:
     """The vlarl LIBERO-Spatial env on its first task, never truncating (zero actions never succeed)."""
     task = vlarl_envs.family_of(LIBERO_ID).tasks(LIBERO_ID)[0]
@@ -279,6 +331,7 @@ def calvin_vector_rows(steps: int) -> None:
 FAMILIES = {
     "metaworld": (metaworld_rows, metaworld_vector_rows),
     "maniskill": (maniskill_rows, maniskill_vector_rows),
+    "put_on_plate": (put_on_plate_rows, put_on_plate_vector_rows),
     "libero": (libero_rows, libero_vector_rows),
     "calvin": (calvin_rows, calvin_vector_rows),
 }

@@ -19,6 +19,8 @@ from vlarl_envs.maniskill.put_on_plate import (
 from vlarl_envs.maniskill.put_on_plate.appearance import (
     CAMERA_EYE,
     CAMERA_TARGET,
+    OVERLAY_STRENGTHS,
+    OVERLAY_TEXTURES,
     TRAIN_TABLES,
     UNSEEN_TABLES,
     train_lighting,
@@ -26,11 +28,17 @@ from vlarl_envs.maniskill.put_on_plate.appearance import (
 from vlarl_envs.maniskill.put_on_plate.episodes import (
     CLEARANCE,
     FINGER_REACH,
-    PLATE_RADIUS,
     REST_QPOS,
     TRAIN_REGION,
 )
 from vlarl_envs.maniskill.put_on_plate.objects import COLOURS, OBJECTS_BY_NAME, shape_of
+from vlarl_envs.maniskill.put_on_plate.receptacles import (
+    ALL_RECEPTACLES,
+    RECEPTACLES_BY_NAME,
+    RIM_MARGIN,
+    TRAIN_RECEPTACLE,
+    UNSEEN_RECEPTACLES,
+)
 
 OOD_SPLITS = ("vision", "semantic", "execution")
 GRIPPER_OPENING = 0.08
@@ -113,8 +121,8 @@ def test_episodes_are_fixed_lists_replayed_by_id():
     assert make_episode("train", 3) != make_episode("execution", 3)
     for split in OOD_SPLITS:
         assert len(split_episodes(split)) == SPLIT_SIZES[split]
-    with pytest.raises(ValueError, match=r"episodes 0\.\.149, got 150"):
-        make_episode("semantic", 150)
+    with pytest.raises(ValueError, match=r"episodes 0\.\.209, got 210"):
+        make_episode("semantic", 210)
     with pytest.raises(ValueError, match="unknown PutOnPlate split 'ood'"):
         make_episode("ood", 0)
 
@@ -123,7 +131,8 @@ def test_train_episodes_stay_in_distribution(episodes):
     unseen_names = {spec.name for spec in UNSEEN_OBJECTS}
     train_tables = {look.name for look in TRAIN_TABLES}
     for episode in episodes["train"]:
-        assert episode.variation == "none" and episode.move is None
+        assert episode.variation == "none" and episode.move is None and episode.overlay is None
+        assert [r.name for r in episode.receptacles] == [TRAIN_RECEPTACLE.name]
         assert not {p.name for p in episode.placements} & unseen_names
         assert episode.table in train_tables
         assert episode.instruction == f"put the {episode.target} on the plate"
@@ -137,7 +146,12 @@ def test_train_episodes_stay_in_distribution(episodes):
 def test_layouts_leave_room_between_objects_and_around_the_target(episodes):
     for split_episodes_ in episodes.values():
         for episode in split_episodes_:
-            circles = [(np.array(episode.plate_xy), PLATE_RADIUS)]
+            circles = []
+            for receptacle in episode.receptacles:
+                centre, radius = np.array([receptacle.x, receptacle.y]), RECEPTACLES_BY_NAME[receptacle.name].footprint
+                for other, other_radius in circles:
+                    assert np.linalg.norm(centre - other) >= radius + other_radius + CLEARANCE - 1e-9
+                circles.append((centre, radius))
             for index, placement in enumerate(episode.placements):
                 spec = OBJECTS_BY_NAME[placement.name]
                 reach = max(spec.footprint, FINGER_REACH) if index == 0 else spec.footprint
@@ -148,12 +162,19 @@ def test_layouts_leave_room_between_objects_and_around_the_target(episodes):
 
 
 def test_each_ood_split_cycles_through_its_variations(episodes):
+    assert VARIATIONS["vision"][3:] == ("texture_weak", "texture_strong", "noise_weak", "noise_strong")
+    assert VARIATIONS["semantic"][3:] == ("plate", "multi_plate")
+    assert {split: SPLIT_SIZES[split] for split in OOD_SPLITS} == {"vision": 210, "semantic": 210, "execution": 210}
     for split in OOD_SPLITS:
-        counts = {variation: 0 for variation in VARIATIONS[split]}
+        variations = VARIATIONS[split]
+        assert SPLIT_SIZES[split] % len(variations) == 0
+        counts = {variation: 0 for variation in variations}
         for episode in episodes[split]:
-            assert episode.variation == VARIATIONS[split][episode.episode_id % 3]
+            assert episode.variation == variations[episode.episode_id % len(variations)]
             counts[episode.variation] += 1
-        assert set(counts.values()) == {SPLIT_SIZES[split] // 3}
+        assert set(counts.values()) == {SPLIT_SIZES[split] // len(variations)}
+        block = [make_episode(split, k).variation for k in range(40, 40 + len(variations))]
+        assert sorted(block) == sorted(variations), "a contiguous block of ids covers every variation once"
 
 
 def test_vision_split_changes_only_what_the_camera_sees(episodes):
@@ -162,6 +183,15 @@ def test_vision_split_changes_only_what_the_camera_sees(episodes):
     key_range = (min(light.key_colour[0] for light in neutral), max(light.key_colour[0] for light in neutral))
     for episode in episodes["vision"]:
         assert episode.instruction == f"put the {episode.target} on the plate"
+        assert [r.name for r in episode.receptacles] == [TRAIN_RECEPTACLE.name]
+        if episode.variation.startswith(("texture_", "noise_")):
+            kind, strength = episode.variation.split("_")
+            overlay = episode.overlay
+            assert overlay.kind == kind and overlay.strength == OVERLAY_STRENGTHS[strength]
+            assert 0 <= overlay.texture < len(OVERLAY_TEXTURES)
+            assert episode.table in {look.name for look in TRAIN_TABLES}
+        else:
+            assert episode.overlay is None
         if episode.variation == "table":
             assert episode.table in unseen_tables
         if episode.variation == "lighting":
@@ -187,6 +217,57 @@ def test_semantic_split_tests_language_and_unseen_objects(episodes):
             assert len(distractors) >= 4
             similar = [d for d in distractors if d.colour == target.colour or shape_of(d) == shape_of(target)]
             assert len(similar) >= 2, episode.target
+        names = [receptacle.name for receptacle in episode.receptacles]
+        if episode.variation == "plate":
+            assert len(names) == 1 and names[0] in {r.name for r in UNSEEN_RECEPTACLES}
+            assert episode.instruction == f"put the {episode.target} on the {names[0]}"
+        elif episode.variation == "multi_plate":
+            assert len(names) == len(set(names)) == 2
+            assert episode.instruction == f"put the {episode.target} on the {names[0]}"
+            assert names[1] not in episode.instruction, "the instruction names the target receptacle only"
+        else:
+            assert names == [TRAIN_RECEPTACLE.name]
+        assert episode.overlay is None
+
+
+def test_receptacle_variations_cover_every_unseen_receptacle_and_both_multi_plate_kinds(episodes):
+    semantic = episodes["semantic"]
+    unseen_names = {r.name for r in UNSEEN_RECEPTACLES}
+    assert {e.receptacle for e in semantic if e.variation == "plate"} == unseen_names
+    multi = [e for e in semantic if e.variation == "multi_plate"]
+    assert any(e.receptacle == TRAIN_RECEPTACLE.name for e in multi), "the plate named beside an unseen receptacle"
+    assert any({r.name for r in e.receptacles} <= unseen_names for e in multi), "two unseen receptacles"
+
+
+def test_receptacles_are_named_apart_and_hold_every_object():
+    names = [spec.name for spec in ALL_RECEPTACLES]
+    assert len(set(names)) == len(names) and not set(names) & set(OBJECTS_BY_NAME)
+    assert TRAIN_RECEPTACLE not in UNSEEN_RECEPTACLES
+    for spec in UNSEEN_RECEPTACLES:
+        assert "plate" not in spec.name, "'the plate' must name the training plate alone"
+        assert INSTRUCTION_SPACE.contains(spec.name)
+        assert (spec.shape, spec.colour, spec.half_size) != (TRAIN_RECEPTACLE.shape, TRAIN_RECEPTACLE.colour,
+                                                             TRAIN_RECEPTACLE.half_size)
+    for spec in ALL_RECEPTACLES:
+        assert spec.half_size - RIM_MARGIN >= 0.06 and spec.footprint < 0.13
+
+
+def test_every_instruction_is_in_the_instruction_set(episodes):
+    """The instruction set is the tokenizer corpus of a new policy: it must hold every sentence."""
+    sentences = {sentence for options in PUT_ON_PLATE_INSTRUCTIONS.sentences.values() for sentence in options}
+    for split_episodes_ in episodes.values():
+        for episode in split_episodes_:
+            assert episode.instruction in sentences, episode.instruction
+
+
+def test_overlay_textures_are_procedural_distinct_and_deterministic():
+    images = [texture.image(64) for texture in OVERLAY_TEXTURES]
+    assert len(OVERLAY_TEXTURES) == 16 and len({texture.name for texture in OVERLAY_TEXTURES}) == 16
+    for texture, image in zip(OVERLAY_TEXTURES, images):
+        assert image.shape == (64, 64, 3) and image.dtype == np.uint8
+        assert image.std() > 10, texture.name
+        np.testing.assert_array_equal(image, texture.image(64))
+    assert len({image.tobytes() for image in images}) == 16
 
 
 def test_execution_split_moves_start_states(episodes):

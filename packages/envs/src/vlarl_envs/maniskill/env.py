@@ -73,7 +73,12 @@ class TaskSetup:
 
 
 class ManiSkillEnv(gym.Env):
-    """A ManiSkill3 task with instructions, the contract's observations and replayable episodes."""
+    """A ManiSkill3 task with instructions, the contract's observations and replayable episodes.
+
+    It defers images (``vlarl_envs.wrappers.action_chunk.DefersImages``): within an action chunk only
+    the last sub-step's cameras are rendered. A ManiSkill CPU render goes through lavapipe and costs
+    many physics steps, so a chunk of 5 renders once instead of five times.
+    """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
@@ -122,6 +127,7 @@ class ManiSkillEnv(gym.Env):
         self._elapsed = 0
         self._started = False
         self._last_observation: dict[str, Any] | None = None
+        self.defer_images = False
 
     @property
     def task(self) -> str:
@@ -147,15 +153,41 @@ class ManiSkillEnv(gym.Env):
         if not self._started:
             raise RuntimeError(f"{self.env_id}: call reset() before step()")
         action = validate_action(self.env_id, action, self.action_space)
-        raw, reward, sim_terminated, _, sim_info = self.simulator.step(action)
+        deferred = self.defer_images and self.obs_mode == "rgb"
+        if deferred:
+            raw, reward, sim_terminated, _, sim_info = self._step_without_cameras(action)
+        else:
+            raw, reward, sim_terminated, _, sim_info = self.simulator.step(action)
         self._elapsed += 1
         success = bool(sim_info["success"])
         failed = bool(sim_info["fail"]) if "fail" in sim_info else False
         terminated = failed or (success and self.terminate_on_success)
         truncated = self._elapsed >= self.setup.horizon and not terminated
+        if deferred:
+            return self.adapter.without_images(raw, self._instruction), float(reward), terminated, truncated, {
+                "success": success, "is_success": success}
         observation = self.adapter.single(raw, self._instruction)
         self._last_observation = observation
         return observation, float(reward), terminated, truncated, {"success": success, "is_success": success}
+
+    def _step_without_cameras(self, action):
+        """ManiSkill's step with its observation taken in "state" mode: no camera renders, the flat
+        state vector instead of the dict (the same vector as the dict's ``state``)."""
+        simulator = self.simulator.unwrapped
+        obs_mode = simulator._obs_mode
+        simulator._obs_mode = "state"
+        try:
+            return self.simulator.step(action)
+        finally:
+            simulator._obs_mode = obs_mode
+
+    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """The observation of the current state with its images: what a step without deferral returns."""
+        if "main_images" in observation or self.obs_mode != "rgb":
+            return observation
+        completed = self.adapter.single(self.simulator.get_obs(), self._instruction)
+        self._last_observation = completed
+        return completed
 
     def render(self):
         if self.render_mode != "rgb_array" or not self._started:

@@ -97,5 +97,6 @@ class PutOnPlateEpisodes:
             "task": "PutOnPlate",
             "variation": record.variation,
             "target": record.target,
+            "receptacle": record.receptacle,
         }
         return EpisodeStart(int(episode_id), record.instruction, info, record)

@@ -67,6 +67,11 @@ class ObservationAdapter:
         observation["privileged_state"] = flat.copy()
         return observation
 
+    def without_images(self, flat_raw: Any, instruction: str) -> dict[str, Any]:
+        """One env's observation from a step taken in ManiSkill's "state" mode (a flat vector)."""
+        flat = flat_raw[0].cpu().numpy()
+        return {"states": self._states(flat), "task_description": instruction, "privileged_state": flat.copy()}
+
     def batched(self, raw: Any, instructions: tuple[str, ...]) -> dict[str, Any]:
         """A batch as tensors on the simulator's device; instructions as a tuple of str."""
         import torch

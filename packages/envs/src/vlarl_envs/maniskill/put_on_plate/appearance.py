@@ -1,9 +1,11 @@
-"""What the PutOnPlate scene looks like: table surfaces, lighting and the main camera's pose.
+"""What the PutOnPlate scene looks like: table surfaces, lighting, the main camera's pose and
+the image overlays.
 
 Training sees ``TRAIN_TABLES`` under mildly jittered ``TRAIN_LIGHTING`` from a camera near
 ``CAMERA_EYE``; the ``vision`` split swaps in one unseen factor per episode (a table from
-``UNSEEN_TABLES``, a lighting draw outside the training range, or a displaced camera).
-Nothing here imports ManiSkill.
+``UNSEEN_TABLES``, a lighting draw outside the training range, a displaced camera, or an
+``ImageOverlay`` of one of ``OVERLAY_TEXTURES`` blended into the rendered image). Nothing here
+imports ManiSkill.
 """
 
 from __future__ import annotations
@@ -129,3 +131,139 @@ def unseen_camera(rng: np.random.Generator) -> tuple[tuple[float, ...], tuple[fl
 def _random_direction(rng: np.random.Generator) -> np.ndarray:
     vector = rng.normal(size=3)
     return vector / np.linalg.norm(vector)
+
+
+@dataclass(frozen=True)
+class OverlayTexture:
+    """A procedural texture blended into camera images by the ``vision`` split's overlays.
+
+    RL4VLA blends photographs of table textures into its images; these are drawn from
+    patterns instead, so nothing is downloaded and nothing binary is committed.
+
+    Attributes:
+        name: identifies the texture.
+        pattern: "clouds" (fractal value noise), "marble" (veined sine bands), "wood" (rings),
+            "bricks", "dots", "plaid", "waves" (diagonal sine stripes) or "cells" (a Voronoi
+            mosaic).
+        colours: the two colours the pattern runs between, rgb in [0, 1].
+        scale: pattern frequency (repeats across the texture).
+        seed: seeds the pattern's randomness, so the texture is the same everywhere.
+    """
+
+    name: str
+    pattern: str
+    colours: tuple[tuple[float, float, float], tuple[float, float, float]]
+    scale: int
+    seed: int
+
+    def image(self, size: int = 256) -> np.ndarray:
+        """The texture as an RGB uint8 image (size, size, 3)."""
+        rng = np.random.default_rng(self.seed)
+        y, x = (np.mgrid[0:size, 0:size] + 0.5) / size
+        if self.pattern == "clouds":
+            value = _fractal_noise(rng, size, self.scale)
+        elif self.pattern == "marble":
+            value = 0.5 + 0.5 * np.sin(2 * np.pi * self.scale * (x + 0.4 * y) + 6 * _fractal_noise(rng, size, 3))
+        elif self.pattern == "wood":
+            radius = np.hypot(x - rng.uniform(0.2, 0.8), y - rng.uniform(-0.5, 0.0))
+            value = (self.scale * radius + 1.5 * _fractal_noise(rng, size, 4)) % 1.0
+        elif self.pattern == "bricks":
+            row = np.floor(y * self.scale)
+            shifted = x * self.scale / 2 + 0.5 * (row % 2)
+            mortar = (y * self.scale % 1.0 < 0.12) | (shifted % 1.0 < 0.06)
+            value = np.where(mortar, 1.0, 0.25 * _fractal_noise(rng, size, 8))
+        elif self.pattern == "dots":
+            cell_x, cell_y = (x * self.scale) % 1.0 - 0.5, (y * self.scale) % 1.0 - 0.5
+            value = (np.hypot(cell_x, cell_y) < 0.3).astype(float)
+        elif self.pattern == "plaid":
+            value = 0.5 * ((x * self.scale) % 1.0 < 0.35) + 0.5 * ((y * self.scale) % 1.0 < 0.35)
+        elif self.pattern == "waves":
+            value = 0.5 + 0.5 * np.sin(2 * np.pi * self.scale * (x - y))
+        elif self.pattern == "cells":
+            centres = rng.random((self.scale * self.scale, 2))
+            distance = np.hypot(x[..., None] - centres[:, 0], y[..., None] - centres[:, 1])
+            value = rng.random(len(centres))[distance.argmin(axis=-1)]
+        else:
+            raise ValueError(f"overlay texture {self.name!r}: unknown pattern {self.pattern!r}")
+        first, second = np.asarray(self.colours[0]), np.asarray(self.colours[1])
+        rgb = first + value[..., None] * (second - first)
+        return (np.clip(rgb, 0.0, 1.0) * 255).round().astype(np.uint8)
+
+
+def _fractal_noise(rng: np.random.Generator, size: int, cells: int) -> np.ndarray:
+    """Value noise in [0, 1]: random grids of ``cells``, 2x, 4x cells, smoothly upsampled and
+    summed with halving weights."""
+    total, weight, weights = np.zeros((size, size)), 1.0, 0.0
+    for octave in range(4):
+        count = cells * 2**octave
+        grid = rng.random((count + 1, count + 1))
+        position = np.linspace(0, count, size, endpoint=False)
+        index = position.astype(int)
+        fraction = position - index
+        fraction = fraction * fraction * (3 - 2 * fraction)
+        rows = grid[index] * (1 - fraction)[:, None] + grid[index + 1] * fraction[:, None]
+        layer = rows[:, index] * (1 - fraction) + rows[:, index + 1] * fraction
+        total, weights, weight = total + weight * layer, weights + weight, weight / 2
+    return total / weights
+
+
+_OVERLAY_PALETTES = (
+    ((0.85, 0.75, 0.55), (0.35, 0.2, 0.1)),
+    ((0.1, 0.2, 0.45), (0.8, 0.85, 0.95)),
+    ((0.9, 0.9, 0.88), (0.3, 0.32, 0.35)),
+    ((0.75, 0.2, 0.15), (0.95, 0.85, 0.5)),
+    ((0.1, 0.35, 0.15), (0.7, 0.9, 0.4)),
+    ((0.5, 0.1, 0.5), (0.95, 0.7, 0.2)),
+    ((0.05, 0.05, 0.05), (0.95, 0.95, 0.95)),
+    ((0.2, 0.6, 0.75), (0.95, 0.5, 0.55)),
+)
+_OVERLAY_PATTERNS = (("clouds", 3), ("marble", 3), ("wood", 6), ("bricks", 8), ("dots", 7), ("plaid", 5), ("waves", 6),
+                     ("cells", 5))
+
+OVERLAY_TEXTURES: tuple[OverlayTexture, ...] = tuple(
+    OverlayTexture(f"{pattern} {variant}", pattern, _OVERLAY_PALETTES[(index + 3 * variant) % len(_OVERLAY_PALETTES)],
+                   scale + variant, seed=100 + 10 * index + variant)
+    for variant in range(2)
+    for index, (pattern, scale) in enumerate(_OVERLAY_PATTERNS)
+)
+"""16 textures (eight patterns in two palettes each), as RL4VLA's test set holds 16 texture
+images."""
+
+OVERLAY_STRENGTHS = {"weak": 0.3, "strong": 0.5}
+"""How much of the texture an overlaid pixel takes: RL4VLA's ``...03`` and ``...05`` envs
+(their test textures' own mix factor is 1, so these are the blend weights)."""
+
+
+@dataclass(frozen=True)
+class ImageOverlay:
+    """A texture blended into the main camera's images every step, after rendering.
+
+    Both kinds follow RL4VLA's ``PutOnPlateInScene25Vision*`` envs; each frame's foreground
+    (the robot, the objects and the receptacles, from the camera's segmentation) decides where
+    the texture lands, so it moves with the arm (RL4VLA's "dynamic" texture and noise):
+
+    - ``texture`` (RL4VLA's ``VisionTexture03/05``): the texture, stretched over the bounding
+      box of the foreground, replaces ``strength`` of every foreground pixel; the table and
+      the background keep their colour.
+    - ``noise`` (RL4VLA's ``VisionWhole03/05``): a window of the texture the size of the
+      image, cut from the texture laid out at twice the image's size with its top-left corner
+      at the centre of the foreground's bounding box, replaces ``strength`` of every pixel.
+
+    Only ``main_images`` get it; ``wrist_images`` stay clean (RL4VLA's scene has a single,
+    third-person camera, the one it overlays).
+
+    Attributes:
+        kind: "texture" or "noise".
+        strength: the blend weight of the texture, 0.3 (weak) or 0.5 (strong).
+        texture: index into ``OVERLAY_TEXTURES``.
+    """
+
+    kind: str
+    strength: float
+    texture: int
+
+
+def image_overlay(rng: np.random.Generator, kind: str, strength: str) -> ImageOverlay:
+    """An overlay of ``kind`` ("texture" or "noise") at ``strength`` ("weak" or "strong")
+    with a texture drawn from ``OVERLAY_TEXTURES``."""
+    return ImageOverlay(kind, OVERLAY_STRENGTHS[strength], int(rng.integers(len(OVERLAY_TEXTURES))))

@@ -1,24 +1,36 @@
 """The fixed, seeded episode lists of PutOnPlate's splits.
 
 An episode is everything that varies between resets: which objects stand where, which one
-the instruction names, the table, the light, the camera, the robot's start pose and an
-optional mid-episode move of the target. ``make_episode(split, episode_id)`` derives it from
-a generator seeded by ``(split stream, episode_id)`` only, so episode 17 of ``vision`` is the
-same on every machine and in every process, and evaluation replays exactly.
+the instruction names, the receptacles, the table, the light, the camera, an image overlay,
+the robot's start pose and an optional mid-episode move of the target. ``make_episode(split,
+episode_id)`` derives it from a generator seeded by ``(split stream, episode_id)`` only, so
+episode 17 of ``vision`` is the same on every machine and in every process, and evaluation
+replays exactly.
 
-Splits and their variations (each out-of-distribution split cycles through its three
-variations by ``episode_id % 3``, so any contiguous block of ids covers them evenly):
+Splits and their variations (each out-of-distribution split cycles through its variations by
+``episode_id % len(VARIATIONS[split])``, so any contiguous block of ids covers them evenly, and
+each split's size is a multiple of its variation count: 30 episodes of each vision and
+semantic variation, 50 of each execution one):
 
-- ``train``: seen objects, 1-3 distractors, canonical instruction, seen tables, neutral
-  light, nominal camera, robot near its rest pose, objects in ``TRAIN_REGION``.
-- ``vision``: ``table`` (unseen colours and textures), ``lighting`` (dim, bright, tinted or
-  low-angle), ``camera`` (eye moved 4-8 cm, aim 2-4 cm).
-- ``semantic``: ``object`` (an unseen object is the target), ``instruction`` (an unseen
-  phrasing), ``multi_object`` (4-5 distractors, at least two sharing the target's colour
-  or shape, so only the full name tells them apart).
-- ``execution``: ``position`` (the target starts in a band outside ``TRAIN_REGION``),
+- ``train``: seen objects, 1-3 distractors, the white plate and the canonical instruction,
+  seen tables, neutral light, nominal camera, no overlay, robot near its rest pose, objects
+  in ``TRAIN_REGION``.
+- ``vision`` (210): ``table`` (unseen colours and textures), ``lighting`` (dim, bright, tinted
+  or low-angle), ``camera`` (eye moved 4-8 cm, aim 2-4 cm), ``texture_weak`` and
+  ``texture_strong`` (a procedural texture over the robot and objects in the image, blend
+  weight 0.3 or 0.5), ``noise_weak`` and ``noise_strong`` (a procedural texture over the whole
+  image, 0.3 or 0.5); ``appearance.ImageOverlay`` says exactly what the last four do.
+- ``semantic`` (210): ``object`` (an unseen object is the target), ``instruction`` (an unseen
+  phrasing), ``multi_object`` (4-5 distractors, at least two sharing the target's colour or
+  shape, so only the full name tells them apart), ``plate`` (an unseen receptacle instead of
+  the plate, named in the instruction), ``multi_plate`` (two receptacles, any two of the plate
+  and the unseen ones; the instruction names the target, and only the target counts).
+- ``execution`` (210): ``position`` (the target starts in a band outside ``TRAIN_REGION``),
   ``robot_pose`` (start pose 0.35-0.8 rad from rest), ``moved_object`` (the target jumps to
   a new spot a few steps in).
+
+Only the variations that use them draw a receptacle or an overlay from the episode's generator, so
+the other episodes' layouts do not depend on how many receptacles and overlays there are.
 """
 
 from __future__ import annotations
@@ -30,23 +42,41 @@ import numpy as np
 from vlarl_envs.maniskill.put_on_plate.appearance import (
     TRAIN_TABLES,
     UNSEEN_TABLES,
+    ImageOverlay,
     Lighting,
+    image_overlay,
     train_camera,
     train_lighting,
     unseen_camera,
     unseen_lighting,
 )
-from vlarl_envs.maniskill.put_on_plate.instructions import PUT_ON_PLATE_INSTRUCTIONS
+from vlarl_envs.maniskill.put_on_plate.instructions import PUT_ON_PLATE_INSTRUCTIONS, instruction_task
 from vlarl_envs.maniskill.put_on_plate.objects import OBJECTS_BY_NAME, TRAIN_OBJECTS, UNSEEN_OBJECTS, ObjectSpec, shape_of
+from vlarl_envs.maniskill.put_on_plate.receptacles import (
+    ALL_RECEPTACLES,
+    RECEPTACLES_BY_NAME,
+    TRAIN_RECEPTACLE,
+    UNSEEN_RECEPTACLES,
+    ReceptacleSpec,
+)
 
 SPLIT_STREAMS = {"train": 0, "vision": 1, "semantic": 2, "execution": 3}
-SPLIT_SIZES = {"train": 10_000, "vision": 150, "semantic": 150, "execution": 150}
 VARIATIONS = {
     "train": ("none",),
-    "vision": ("table", "lighting", "camera"),
-    "semantic": ("object", "instruction", "multi_object"),
+    "vision": ("table", "lighting", "camera", "texture_weak", "texture_strong", "noise_weak", "noise_strong"),
+    "semantic": ("object", "instruction", "multi_object", "plate", "multi_plate"),
     "execution": ("position", "robot_pose", "moved_object"),
 }
+SPLIT_SIZES = {"train": 10_000, "vision": 7 * 30, "semantic": 5 * 42, "execution": 3 * 70}
+"""Multiples of each split's variation count, so every variation has as many episodes; the same size
+for every out-of-distribution split, so one ``eval.episodes_per_task`` can play each whole."""
+OVERLAY_VARIATIONS = {
+    "texture_weak": ("texture", "weak"),
+    "texture_strong": ("texture", "strong"),
+    "noise_weak": ("noise", "weak"),
+    "noise_strong": ("noise", "strong"),
+}
+"""The ``vision`` variations that blend a texture into the image: variation -> (kind, strength)."""
 
 TRAIN_REGION = ((-0.2, 0.08), (-0.22, 0.22))
 """(x range, y range) of object and plate centres in training, metres on the table top
@@ -54,9 +84,9 @@ TRAIN_REGION = ((-0.2, 0.08), (-0.22, 0.22))
 UNSEEN_BAND = ((0.08, 0.13), (0.22, 0.27))
 """The ``position`` variation's target starts beyond TRAIN_REGION: at x in the first range
 (any y in TRAIN_REGION) or at |y| in the second range (any x in TRAIN_REGION)."""
-PLATE_RADIUS = 0.085
+PLATE_RADIUS = TRAIN_RECEPTACLE.half_size
 CLEARANCE = 0.012
-"""Minimum gap between the footprints of two objects, or an object and the plate."""
+"""Minimum gap between the footprints of two objects, two receptacles, or an object and a receptacle."""
 FINGER_REACH = 0.065
 """Open Panda fingers reach this far from the grasp point: nothing else may stand closer
 to the target, so a top-down grasp never lands a finger on a neighbour."""
@@ -87,13 +117,14 @@ class ObjectMove:
 
 @dataclass(frozen=True)
 class PutOnPlateEpisode:
-    """One episode of a split; ``placements[0]`` is the target."""
+    """One episode of a split; ``placements[0]`` is the target object, ``receptacles[0]`` the
+    receptacle it must go on (receptacles stand level: their yaw is 0)."""
 
     split: str
     episode_id: int
     variation: str
     placements: tuple[Placement, ...]
-    plate_xy: tuple[float, float]
+    receptacles: tuple[Placement, ...]
     instruction: str
     table: str
     lighting: Lighting
@@ -101,10 +132,21 @@ class PutOnPlateEpisode:
     camera_target: tuple[float, float, float]
     robot_qpos: tuple[float, ...]
     move: ObjectMove | None = None
+    overlay: ImageOverlay | None = None
 
     @property
     def target(self) -> str:
         return self.placements[0].name
+
+    @property
+    def receptacle(self) -> str:
+        """The name of the receptacle the target must go on."""
+        return self.receptacles[0].name
+
+    @property
+    def plate_xy(self) -> tuple[float, float]:
+        """Centre of the target receptacle on the table."""
+        return self.receptacles[0].x, self.receptacles[0].y
 
 
 def make_episode(split: str, episode_id: int) -> PutOnPlateEpisode:
@@ -127,34 +169,43 @@ def make_episode(split: str, episode_id: int) -> PutOnPlateEpisode:
     if variation == "multi_object":
         distractors = _similar_distractors(rng, target, others, count=int(rng.integers(4, 6)))
     else:
-        chosen = rng.choice(len(others), size=int(rng.integers(1, 4)), replace=False)
+        most = 2 if variation == "multi_plate" else 3  # two receptacles leave room for fewer objects
+        chosen = rng.choice(len(others), size=int(rng.integers(1, most + 1)), replace=False)
         distractors = [others[i] for i in chosen]
+    receptacles = _receptacles(rng, variation)
 
-    plate_xy, placements = _layout(rng, target, distractors, target_outside=variation == "position")
+    receptacle_xys, placements = _layout(rng, target, distractors, receptacles, target_outside=variation == "position")
     tables = UNSEEN_TABLES if variation == "table" else TRAIN_TABLES
     table = tables[int(rng.integers(len(tables)))]
     lighting = unseen_lighting(rng) if variation == "lighting" else train_lighting(rng)
     eye, aim = unseen_camera(rng) if variation == "camera" else train_camera(rng)
-    instruction = PUT_ON_PLATE_INSTRUCTIONS.choose(target.name, variation == "instruction", rng)
-    move = _move(rng, plate_xy, placements) if variation == "moved_object" else None
+    if variation in ("plate", "multi_plate"):
+        instruction = PUT_ON_PLATE_INSTRUCTIONS.canonical(instruction_task(target.name, receptacles[0].name))
+    else:
+        instruction = PUT_ON_PLATE_INSTRUCTIONS.choose(target.name, variation == "instruction", rng)
+    receptacle_placements = tuple(Placement(spec.name, x, y, 0.0) for spec, (x, y) in zip(receptacles, receptacle_xys))
+    move = _move(rng, receptacle_placements, placements) if variation == "moved_object" else None
+    robot_qpos = _robot_qpos(rng, unseen=variation == "robot_pose")
+    overlay = image_overlay(rng, *OVERLAY_VARIATIONS[variation]) if variation in OVERLAY_VARIATIONS else None
     return PutOnPlateEpisode(
         split=split,
         episode_id=int(episode_id),
         variation=variation,
         placements=placements,
-        plate_xy=plate_xy,
+        receptacles=receptacle_placements,
         instruction=instruction,
         table=table.name,
         lighting=lighting,
         camera_eye=eye,
         camera_target=aim,
-        robot_qpos=_robot_qpos(rng, unseen=variation == "robot_pose"),
+        robot_qpos=robot_qpos,
         move=move,
+        overlay=overlay,
     )
 
 
 def split_episodes(split: str) -> list[PutOnPlateEpisode]:
-    """The whole fixed list of a split (150 for the evaluation splits)."""
+    """The whole fixed list of a split (``SPLIT_SIZES[split]`` episodes)."""
     return [make_episode(split, episode_id) for episode_id in range(SPLIT_SIZES[split])]
 
 
@@ -183,6 +234,17 @@ def _similar_distractors(
     return picked
 
 
+def _receptacles(rng: np.random.Generator, variation: str) -> list[ReceptacleSpec]:
+    """The episode's receptacles, the target first: the plate; for ``plate`` an unseen one; for
+    ``multi_plate`` two different ones of all (RL4VLA's MultiPlate-train names the plate beside
+    an unseen one, its MultiPlate-test two unseen ones: both happen here)."""
+    if variation == "plate":
+        return [_pick(rng, UNSEEN_RECEPTACLES)]
+    if variation == "multi_plate":
+        return [ALL_RECEPTACLES[i] for i in rng.choice(len(ALL_RECEPTACLES), size=2, replace=False)]
+    return [TRAIN_RECEPTACLE]
+
+
 def _uniform_in(rng: np.random.Generator, region) -> np.ndarray:
     (x_low, x_high), (y_low, y_high) = region
     return np.array([rng.uniform(x_low, x_high), rng.uniform(y_low, y_high)])
@@ -198,40 +260,65 @@ def _outside_point(rng: np.random.Generator) -> np.ndarray:
 
 
 def _layout(
-    rng: np.random.Generator, target: ObjectSpec, distractors: list[ObjectSpec], target_outside: bool
-) -> tuple[tuple[float, float], tuple[Placement, ...]]:
-    """Plate and object positions with no two footprints closer than CLEARANCE.
+    rng: np.random.Generator,
+    target: ObjectSpec,
+    distractors: list[ObjectSpec],
+    receptacles: list[ReceptacleSpec],
+    target_outside: bool,
+) -> tuple[tuple[tuple[float, float], ...], tuple[Placement, ...]]:
+    """Receptacle centres and object placements with no two footprints closer than CLEARANCE.
 
-    The plate first, then each object by rejection sampling; a layout that leaves no room
-    for an object starts over.
+    The target receptacle first, then any others, then each object by rejection sampling; a
+    layout that leaves no room for something starts over.
     """
     specs = [target, *distractors]
+    receptacle_region = ((TRAIN_REGION[0][0] + 0.03, TRAIN_REGION[0][1]), TRAIN_REGION[1])
     for _ in range(100):
-        plate = _uniform_in(rng, ((TRAIN_REGION[0][0] + 0.03, TRAIN_REGION[0][1]), TRAIN_REGION[1]))
-        circles = [(plate, PLATE_RADIUS)]
-        placements = []
-        for index, spec in enumerate(specs):
-            reach = max(spec.footprint, FINGER_REACH) if index == 0 else spec.footprint
-            for _ in range(200):
-                centre = _outside_point(rng) if index == 0 and target_outside else _uniform_in(rng, TRAIN_REGION)
-                if all(np.linalg.norm(centre - other) >= radius + reach + CLEARANCE for other, radius in circles):
-                    break
-            else:
+        first = _uniform_in(rng, receptacle_region)
+        circles = [(first, receptacles[0].footprint)]
+        for receptacle in receptacles[1:]:
+            centre = _free_spot(rng, circles, receptacle.footprint, lambda: _uniform_in(rng, receptacle_region))
+            if centre is None:
                 break
-            circles.append((centre, reach))
-            yaw = float(rng.uniform(-np.pi, np.pi))
-            placements.append(Placement(spec.name, float(centre[0]), float(centre[1]), yaw))
+            circles.append((centre, receptacle.footprint))
         else:
-            return (float(plate[0]), float(plate[1])), tuple(placements)
-    raise RuntimeError(f"no collision-free layout for {[spec.name for spec in specs]}")
+            placements = []
+            for index, spec in enumerate(specs):
+                reach = max(spec.footprint, FINGER_REACH) if index == 0 else spec.footprint
+                outside = index == 0 and target_outside
+                centre = _free_spot(
+                    rng, circles, reach, lambda: _outside_point(rng) if outside else _uniform_in(rng, TRAIN_REGION)
+                )
+                if centre is None:
+                    break
+                circles.append((centre, reach))
+                yaw = float(rng.uniform(-np.pi, np.pi))
+                placements.append(Placement(spec.name, float(centre[0]), float(centre[1]), yaw))
+            else:
+                centres = tuple((float(circle[0][0]), float(circle[0][1])) for circle in circles[: len(receptacles)])
+                return centres, tuple(placements)
+    names = [spec.name for spec in specs] + [receptacle.name for receptacle in receptacles]
+    raise RuntimeError(f"no collision-free layout for {names}")
 
 
-def _move(rng: np.random.Generator, plate_xy, placements: tuple[Placement, ...]) -> ObjectMove:
+def _free_spot(rng: np.random.Generator, circles, reach: float, draw) -> np.ndarray | None:
+    """A point from ``draw()`` whose circle of ``reach`` keeps CLEARANCE from every circle;
+    None after 200 tries."""
+    for _ in range(200):
+        centre = draw()
+        if all(np.linalg.norm(centre - other) >= radius + reach + CLEARANCE for other, radius in circles):
+            return centre
+    return None
+
+
+def _move(
+    rng: np.random.Generator, receptacles: tuple[Placement, ...], placements: tuple[Placement, ...]
+) -> ObjectMove:
     """A new free spot for the target, at least 8 cm from where it started."""
     target = OBJECTS_BY_NAME[placements[0].name]
     keepout = max(target.footprint, FINGER_REACH)
     start = np.array([placements[0].x, placements[0].y])
-    circles = [(np.asarray(plate_xy), PLATE_RADIUS)]
+    circles = [(np.array([r.x, r.y]), RECEPTACLES_BY_NAME[r.name].footprint) for r in receptacles]
     circles += [(np.array([p.x, p.y]), OBJECTS_BY_NAME[p.name].footprint) for p in placements[1:]]
     for _ in range(1000):
         centre = _uniform_in(rng, TRAIN_REGION)

@@ -20,43 +20,54 @@ from mani_skill.utils.structs.actor import Actor
 from mani_skill.utils.structs.pose import Pose
 
 from vlarl_envs.maniskill.put_on_plate.appearance import ALL_TABLES, CAMERA_EYE, CAMERA_TARGET
-from vlarl_envs.maniskill.put_on_plate.episodes import PLATE_RADIUS, SPLIT_SIZES, PutOnPlateEpisode, make_episode
+from vlarl_envs.maniskill.put_on_plate.episodes import SPLIT_SIZES, PutOnPlateEpisode, make_episode
 from vlarl_envs.maniskill.put_on_plate.objects import ALL_OBJECTS, ObjectSpec, build_object
+from vlarl_envs.maniskill.put_on_plate.overlay import blend_overlays, texture_bank
+from vlarl_envs.maniskill.put_on_plate.receptacles import (
+    ALL_RECEPTACLES,
+    RECEPTACLES_BY_NAME,
+    RIM_MARGIN,
+    ReceptacleSpec,
+    build_receptacle,
+)
 
 TABLE_HEIGHT = 0.9
 TABLE_TOP_HALF_SIZE = (0.6, 0.8)
 TABLE_CENTRE_X = -0.2
-PLATE_THICKNESS = 0.01
-PLATE_TOP = PLATE_THICKNESS
-RIM_HEIGHT = 0.012
-RIM_SEGMENTS = 24
 ROBOT_BASE = (-0.615, 0.0, 0.0)
 MAIN_CAMERA_FOV = 0.95
 FLOOR_Z = -TABLE_HEIGHT
 """Unused objects wait on the floor under the table, where no camera sees them."""
 OBJECT_INDEX = {spec.name: index for index, spec in enumerate(ALL_OBJECTS)}
+RECEPTACLE_INDEX = {spec.name: index for index, spec in enumerate(ALL_RECEPTACLES)}
+MAIN_CAMERA = "main_camera"
 MAX_DENSE_REWARD = 6.0
 RESTING_SPEED = 0.05
 
 
 class PutOnPlateTask(BaseEnv):
     """**Task Description:**
-    A Panda arm (wrist camera) must put the named target object on a plate. The target stands
-    among 1-5 distractors drawn from 34 named objects built from primitives (cubes, blocks,
-    bars, balls, cans, rollers, pills, pillars, a dumbbell, L- and T-blocks, ...). The
-    instruction is "put the {object} on the plate" or, in the ``semantic`` split, an unseen
-    phrasing.
+    A Panda arm (wrist camera) must put the named target object on the named receptacle. The
+    target stands among 1-5 distractors drawn from 34 named objects built from primitives
+    (cubes, blocks, bars, balls, cans, rollers, pills, pillars, a dumbbell, L- and T-blocks,
+    ...). The receptacle is the white plate, or in the ``semantic`` split one of 8 unseen ones
+    (bowls, trays, a mat, a dish, a saucer, a board), alone or beside another receptacle. The
+    instruction is "put the {object} on the plate", in the ``semantic`` split also an unseen
+    phrasing or "put the {object} on the {receptacle}".
 
     **Randomizations:**
     Everything comes from a ``PutOnPlateEpisode`` (``episodes.make_episode``) passed per
     sub-scene in ``reset(options={"episodes": [...]})``: which objects, their positions and
-    yaws, the plate position, the table look, the lighting, the main camera pose, the robot's
-    start joints and an optional mid-episode teleport of the target. Without that option,
-    ``train`` episodes are drawn with the episode RNG.
+    yaws, which receptacles stand where, the table look, the lighting, the main camera pose,
+    an overlay blended into the main camera's images, the robot's start joints and an
+    optional mid-episode teleport of the target. Without that option, ``train`` episodes are
+    drawn with the episode RNG.
 
     **Success Conditions:**
-    - the target's centre is over the plate (within ``PLATE_RADIUS - 1 cm`` horizontally) and
-      no higher above the plate than half its height plus 2 cm (it rests on the plate);
+    - the target's centre is over the episode's target receptacle (at least ``RIM_MARGIN``
+      inside its rim: a circle or, for square ones, a square) and no higher above its base
+      than half the target's height plus 2 cm (it rests on it); another receptacle does not
+      count;
     - the gripper does not grasp it;
     - it is at rest (speed below 5 cm/s).
     """
@@ -83,7 +94,7 @@ class PutOnPlateTask(BaseEnv):
         build_ground(self.scene, altitude=-TABLE_HEIGHT)
         self._build_table()
         self.table_looks = [self._build_table_look(index, look) for index, look in enumerate(ALL_TABLES)]
-        self.plate = self._build_plate()
+        self.receptacles = [self._build_receptacle(index, spec) for index, spec in enumerate(ALL_RECEPTACLES)]
         friction = sapien.physx.PhysxMaterial(static_friction=1.0, dynamic_friction=1.0, restitution=0.0)
         self.objects = [self._build_object(spec, friction) for spec in ALL_OBJECTS]
         rig = self.scene.create_actor_builder()
@@ -97,6 +108,22 @@ class PutOnPlateTask(BaseEnv):
             self._grasp_yaw = torch.zeros(self.num_envs)
             self._grasp_height = torch.zeros(self.num_envs)
             self._half_height = torch.zeros(self.num_envs)
+            self._receptacle_index = torch.zeros(self.num_envs, dtype=torch.long)
+            self._receptacle_inner = torch.zeros(self.num_envs)
+            self._receptacle_top = torch.zeros(self.num_envs)
+            self._receptacle_square = torch.zeros(self.num_envs, dtype=torch.bool)
+            self._overlay_strength = torch.zeros(self.num_envs)
+            self._overlay_whole = torch.zeros(self.num_envs, dtype=torch.bool)
+            self._overlay_texture = torch.zeros(self.num_envs, dtype=torch.long)
+        self._texture_bank: torch.Tensor | None = None
+
+    def _after_reconfigure(self, options: dict):
+        """Remember the segmentation ids of what overlays treat as foreground: the robot's
+        links, the objects and the receptacles (RL4VLA's arm and its scene objects)."""
+        super()._after_reconfigure(options)
+        ids = [actor.per_scene_id for actor in (*self.objects, *self.receptacles)]
+        ids += [link.per_scene_id for link in self.agent.robot.links]
+        self._foreground_ids = torch.unique(torch.cat([torch.as_tensor(i).flatten() for i in ids])).long()
 
     def _build_table(self) -> None:
         builder = self.scene.create_actor_builder()
@@ -130,25 +157,16 @@ class PutOnPlateTask(BaseEnv):
                 entity.add_component(body)
         return actor
 
-    def _build_plate(self) -> Actor:
-        """A white disc with a low rim, so round objects do not roll off."""
+    def _build_receptacle(self, index: int, spec: ReceptacleSpec) -> Actor:
+        """A receptacle; an episode puts its own on the table, the others wait under the floor."""
         builder = self.scene.create_actor_builder()
-        white = (0.95, 0.95, 0.95)
-        disc = sapien.Pose(p=[0, 0, PLATE_THICKNESS / 2], q=[math.sqrt(0.5), 0, -math.sqrt(0.5), 0])
-        builder.add_cylinder_collision(disc, radius=PLATE_RADIUS, half_length=PLATE_THICKNESS / 2)
-        builder.add_cylinder_visual(disc, radius=PLATE_RADIUS, half_length=PLATE_THICKNESS / 2, material=white)
-        segment = math.pi * PLATE_RADIUS / RIM_SEGMENTS
-        for index in range(RIM_SEGMENTS):
-            angle = 2 * math.pi * index / RIM_SEGMENTS
-            pose = sapien.Pose(
-                p=[PLATE_RADIUS * math.cos(angle), PLATE_RADIUS * math.sin(angle), PLATE_TOP + RIM_HEIGHT / 2],
-                q=[math.cos(angle / 2), 0, 0, math.sin(angle / 2)],
-            )
-            half_size = (0.003, segment * 1.05, RIM_HEIGHT / 2)
-            builder.add_box_collision(pose, half_size=half_size)
-            builder.add_box_visual(pose, half_size=half_size, material=(0.85, 0.85, 0.85))
-        builder.initial_pose = sapien.Pose()
-        return builder.build_kinematic("plate")
+        build_receptacle(builder, spec, lambda rgb: sapien.render.RenderMaterial(base_color=[*rgb, 1.0]))
+        builder.initial_pose = sapien.Pose(p=list(self._receptacle_parking_spot(index)))
+        return builder.build_kinematic(spec.name.replace(" ", "_"))
+
+    @staticmethod
+    def _receptacle_parking_spot(index: int) -> tuple[float, float, float]:
+        return (TABLE_CENTRE_X + 1.0 + 0.3 * index, 0.0, -2 * TABLE_HEIGHT)
 
     def _build_object(self, spec: ObjectSpec, friction) -> Actor:
         builder = self.scene.create_actor_builder()
@@ -192,8 +210,9 @@ class PutOnPlateTask(BaseEnv):
         with torch.device(self.device):
             self._place_robot(episodes)
             self._place_table_looks(episodes)
-            self.plate.set_pose(Pose.create_from_pq(torch.tensor([[*e.plate_xy, 0.0] for e in episodes])))
+            self._place_receptacles(env_idx_list, episodes)
             self._place_objects(env_idx_list, episodes)
+            self._set_overlays(env_idx_list, episodes)
             eyes = torch.tensor([e.camera_eye for e in episodes], dtype=torch.float32)
             targets = torch.tensor([e.camera_target for e in episodes], dtype=torch.float32)
             self.camera_rig.set_pose(sapien_utils.look_at(eyes, targets))
@@ -210,6 +229,34 @@ class PutOnPlateTask(BaseEnv):
             z = torch.where(in_use, 0.0, -2 * TABLE_HEIGHT - index)
             positions = torch.stack([torch.full_like(z, TABLE_CENTRE_X), torch.zeros_like(z), z], dim=1)
             actor.set_pose(Pose.create_from_pq(positions))
+
+    def _place_receptacles(self, env_idx_list: list[int], episodes: list[PutOnPlateEpisode]) -> None:
+        """Put each episode's receptacles on the table and park the rest; remember the target one."""
+        count = len(episodes)
+        for index, (actor, spec) in enumerate(zip(self.receptacles, ALL_RECEPTACLES)):
+            positions = np.tile(self._receptacle_parking_spot(index), (count, 1))
+            for row, episode in enumerate(episodes):
+                for placement in episode.receptacles:
+                    if placement.name == spec.name:
+                        positions[row] = (placement.x, placement.y, 0.0)
+            actor.set_pose(Pose.create_from_pq(torch.tensor(positions, dtype=torch.float32)))
+        for env, episode in zip(env_idx_list, episodes):
+            spec = RECEPTACLES_BY_NAME[episode.receptacle]
+            self._receptacle_index[env] = RECEPTACLE_INDEX[spec.name]
+            self._receptacle_inner[env] = spec.half_size - RIM_MARGIN
+            self._receptacle_top[env] = spec.thickness
+            self._receptacle_square[env] = spec.square
+        entities = [self.receptacles[index]._objs[env] for env, index in enumerate(self._receptacle_index.tolist())]
+        self.target_receptacle = Actor.create_from_entities(
+            entities, self.scene, torch.arange(self.num_envs), shared_name="target_receptacle"
+        )
+
+    def _set_overlays(self, env_idx_list: list[int], episodes: list[PutOnPlateEpisode]) -> None:
+        for env, episode in zip(env_idx_list, episodes):
+            overlay = episode.overlay
+            self._overlay_strength[env] = 0.0 if overlay is None else overlay.strength
+            self._overlay_whole[env] = overlay is not None and overlay.kind == "noise"
+            self._overlay_texture[env] = 0 if overlay is None else overlay.texture
 
     def _place_objects(self, env_idx_list: list[int], episodes: list[PutOnPlateEpisode]) -> None:
         """Put each episode's objects on the table and park the rest; remember the target."""
@@ -264,13 +311,47 @@ class PutOnPlateTask(BaseEnv):
         if self.gpu_sim_enabled:
             self.scene._gpu_apply_all()
 
+    def _get_obs_sensor_data(self, apply_texture_transforms: bool = True) -> dict:
+        """The cameras' images, with each episode's overlay blended into the main camera's
+        (``appearance.ImageOverlay``); the wrist camera's stay as rendered. The segmentation
+        that finds the foreground is read only while some sub-scene has an overlay."""
+        sensor_obs = super()._get_obs_sensor_data(apply_texture_transforms)
+        images = sensor_obs.get(MAIN_CAMERA, {})
+        active = (self._overlay_strength > 0).nonzero().flatten()
+        if "rgb" not in images or len(active) == 0:
+            return sensor_obs
+        rgb = images["rgb"]
+        device = rgb.device
+        camera = self.scene.sensors[MAIN_CAMERA]
+        segmentation = camera.get_obs(rgb=False, depth=False, position=False, segmentation=True)["segmentation"]
+        active = active.to(device)
+        foreground = torch.isin(segmentation[..., 0].to(device).long()[active], self._foreground_ids.to(device))
+        if self._texture_bank is None or self._texture_bank.device != device:
+            self._texture_bank = texture_bank(device=device)
+        textures = self._texture_bank[self._overlay_texture.to(device)[active]]
+        strength, whole_image = self._overlay_strength.to(device)[active], self._overlay_whole.to(device)[active]
+        blended = blend_overlays(rgb[active], foreground, textures, strength, whole_image)
+        rgb = rgb.clone()
+        rgb[active] = blended
+        images["rgb"] = rgb
+        return sensor_obs
+
+    def _target_receptacle_top(self) -> torch.Tensor:
+        """(N, 3) centre of the top of each episode's target receptacle's base."""
+        top = self.target_receptacle.pose.p.clone()
+        top[:, 2] += self._receptacle_top
+        return top
+
     def evaluate(self):
         target_position = self.target.pose.p
-        plate_position = self.plate.pose.p
-        horizontal = torch.linalg.norm(target_position[:, :2] - plate_position[:, :2], dim=1)
-        height = target_position[:, 2] - (plate_position[:, 2] + PLATE_TOP)
+        receptacle_top = self._target_receptacle_top()
+        offset = target_position[:, :2] - receptacle_top[:, :2]
+        horizontal = torch.linalg.norm(offset, dim=1)
+        # Distance from the centre as the rim's shape measures it: a circle's or a square's.
+        from_centre = torch.where(self._receptacle_square, offset.abs().max(dim=1).values, horizontal)
+        height = target_position[:, 2] - receptacle_top[:, 2]
         half_height = self._half_height
-        over_plate = horizontal <= PLATE_RADIUS - 0.01
+        over_plate = from_centre <= self._receptacle_inner
         on_plate = over_plate & (height > 0.0) & (height <= half_height + 0.02)
         is_grasped = self.agent.is_grasping(self.target)
         resting = torch.linalg.norm(self.target.linear_velocity, dim=1) <= RESTING_SPEED
@@ -292,7 +373,7 @@ class PutOnPlateTask(BaseEnv):
             grasp_point=grasp_point,
             grasp_yaw=grasp_yaw[:, None],
             grasp_height=self._grasp_height[:, None],
-            plate_position=self.plate.pose.p + torch.tensor([0.0, 0.0, PLATE_TOP], device=self.device),
+            plate_position=self._target_receptacle_top(),
             is_grasped=info["is_grasped"].float()[:, None],
         )
 
@@ -302,7 +383,7 @@ class PutOnPlateTask(BaseEnv):
         target = self.target.pose.p
         reach = 1 - torch.tanh(5 * torch.linalg.norm(target - tcp, dim=1))
         grasped = info["is_grasped"].float()
-        plate_above = self.plate.pose.p + torch.tensor([0.0, 0.0, 0.08], device=self.device)
+        plate_above = self.target_receptacle.pose.p + torch.tensor([0.0, 0.0, 0.08], device=self.device)
         carry = 1 - torch.tanh(5 * torch.linalg.norm(plate_above[:, :2] - target[:, :2], dim=1))
         on_plate = info["on_plate"].float()
         reward = reach + grasped + (grasped + on_plate) * carry + on_plate * (1 - grasped)
