@@ -53,11 +53,14 @@ def test_tasks_splits_and_experts_per_id():
     assert maniskill.splits("vlarl/ManiSkill-PickCube-v1") == ("train", "test", "semantic")
     assert maniskill.group("PickCube", "test", 0) is None
     assert maniskill.group("PutOnPlate", "train", 7) == "none"
+    assert maniskill.group("PutOnPlate", "vision", 7 + 5) == "noise_weak"
+    assert maniskill.group("PutOnPlate", "semantic", 5 + 4) == "multi_plate"
     assert maniskill.expert("PushT") is None and maniskill.batched
     with pytest.raises(ValueError, match="no scripted expert for ManiSkill task 'PushT'"):
         maniskill.make_expert("PushT")
     gsenv = family_of("vlarl/GSEnv-PutCubeOnPlate-v0")
-    assert gsenv.tasks("vlarl/GSEnv-PutCubeOnPlate-v0") == ("PutCubeOnPlate",) and gsenv.splits("") == ("train", "test")
+    assert gsenv.tasks("vlarl/GSEnv-PutCubeOnPlate-v0") == ("PutCubeOnPlate",) and gsenv.splits("") == ("train", "test", "robustness")
+    assert gsenv.group("PutCubeOnPlate", "robustness", 3 + 2) == "background"
     assert callable(gsenv.make_expert("PutCubeOnPlate"))
     sentence = gsenv.instructions("vlarl/GSEnv-PutCubeOnPlate-v0").canonical("PutCubeOnPlate")
     assert sentence == "pick up the cube and put it on the plate"

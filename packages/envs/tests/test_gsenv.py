@@ -20,15 +20,24 @@ import vlarl_envs  # noqa: E402  (registers the ids once the simulator is known 
 from vlarl_envs.gsenv import GSENV_ID  # noqa: E402
 from vlarl_envs.gsenv.env import INSTRUCTION  # noqa: E402
 from vlarl_envs.gsenv.expert import pick_and_place_action  # noqa: E402
+from vlarl_envs.gsenv.robustness import VARIATIONS, sample_look  # noqa: E402
 from vlarl_envs.stack import wrap_contract  # noqa: E402
 
 pytestmark = pytest.mark.sim
 SMALL = (72, 96)
+TINY = (48, 64)
 
 
 @pytest.fixture(scope="module")
 def env():
     env = gym.make(GSENV_ID, image_size=SMALL)
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_env():
+    env = gym.make(GSENV_ID, image_size=TINY)
     yield env
     env.close()
 
@@ -195,6 +204,11 @@ def test_vector_env_renders_all_sub_envs_in_one_batch(env):
     assert truncated.all() and infos["_final_obs"].all()
     assert infos["final_obs"][0]["main_images"].shape == (*SMALL, 3)
     assert vec.observation_space["main_images"].shape == (2, *SMALL, 3)
+
+    obs, infos = vec.reset(options={"split": "robustness", "episode_id": 2})  # a background episode
+    single, info = env.reset(options={"split": "robustness", "episode_id": 2})
+    assert list(infos["variation"]) == ["background"] * 2 and info["variation"] == "background"
+    assert np.abs(obs["main_images"].astype(int) - single["main_images"]).max() <= 3
     vec.close()
 
 
@@ -213,3 +227,125 @@ def test_splat_silhouettes_match_the_simulator_segmentation():
                 assert (splat & simulator).sum() / (splat | simulator).sum() >= 0.7, (episode_id, name)
     full.close()
     assert min(scores) >= 0.7, scores
+
+
+# --- the robustness split ----------------------------------------------------------------------
+
+
+def image_of(env, split: str, episode_id: int) -> tuple[dict, dict]:
+    return env.reset(options={"split": split, "episode_id": episode_id})
+
+
+def test_robustness_episodes_replay_test_layouts_with_their_variation(tiny_env):
+    for episode_id, name in enumerate(VARIATIONS):
+        robust, info = image_of(tiny_env, "robustness", episode_id)
+        assert info["variation"] == name and info["split"] == "robustness"
+        again, _ = image_of(tiny_env, "robustness", episode_id)
+        np.testing.assert_array_equal(again["main_images"], robust["main_images"])
+        test, test_info = image_of(tiny_env, "test", episode_id)
+        assert test_info["variation"] == "none"
+        np.testing.assert_array_equal(robust["privileged_state"], test["privileged_state"])
+        changed = np.abs(robust["main_images"].astype(int) - test["main_images"]).max(-1) > 10
+        assert changed.mean() > 0.01, (name, changed.mean())
+
+
+def test_training_episodes_render_as_before(tiny_env):
+    """train and test render with the nominal renderer, through ManiSkill's own camera, whatever
+    robustness episode came before."""
+    from vlarl_envs.gsenv.task import CAMERA_NAME
+
+    env = tiny_env.unwrapped
+    first, info = image_of(tiny_env, "train", 5)
+    assert info["variation"] == "none" and env.splat_renderer is env._look_renderers.nominal
+    extrinsic = env.task._sensors[CAMERA_NAME].get_params()["extrinsic_cv"][0]
+    np.testing.assert_allclose(env.splat_renderer.camera.world_to_camera[:3].numpy(), extrinsic.numpy(), atol=1e-6)
+    for episode_id in range(3):
+        image_of(tiny_env, "robustness", episode_id)
+        again, _ = image_of(tiny_env, "train", 5)
+        np.testing.assert_array_equal(again["main_images"], first["main_images"])
+
+
+def test_camera_variation_moves_the_camera_a_few_centimetres_and_degrees(tiny_env):
+    import torch
+
+    env = tiny_env.unwrapped
+    nominal = env._look_renderers.nominal.camera
+    image_of(tiny_env, "robustness", 3)
+    moved, look = env.splat_renderer.camera, sample_look("robustness", 3)
+    assert look.variation == "camera"
+    distance = float(torch.linalg.vector_norm(moved.position - nominal.position))
+    assert 0.02 <= distance <= 0.05 and distance == pytest.approx(np.linalg.norm(look.camera_shift), abs=1e-5)
+    relative = moved.world_to_camera[:3, :3] @ nominal.world_to_camera[:3, :3].T
+    angle = np.degrees(np.arccos(np.clip((float(torch.trace(relative)) - 1) / 2, -1, 1)))
+    assert 1.0 <= angle <= 3.0
+
+
+def body_masks(renderer, env) -> np.ndarray:
+    return renderer.body_masks(env._bodies.poses(), list(renderer.scene.body_names))[0].numpy()
+
+
+def test_appearance_variation_changes_colours_not_shapes(tiny_env):
+    env = tiny_env.unwrapped
+    clean, _ = image_of(tiny_env, "test", 4)
+    varied, info = image_of(tiny_env, "robustness", 4)
+    assert info["variation"] == "appearance"
+    clean_mean, varied_mean = clean["main_images"].mean((0, 1)), varied["main_images"].mean((0, 1))
+    assert np.abs(varied_mean - clean_mean).max() > 5, (clean_mean, varied_mean)
+    np.testing.assert_array_equal(body_masks(env.splat_renderer, env), body_masks(env._look_renderers.nominal, env))
+
+
+def test_background_variation_changes_only_the_background(tiny_env):
+    env = tiny_env.unwrapped
+    clean, _ = image_of(tiny_env, "test", 5)
+    varied, info = image_of(tiny_env, "robustness", 5)
+    assert info["variation"] == "background"
+    nominal, poses = env._look_renderers.nominal, env._bodies.poses()
+    names = list(nominal.scene.body_names)
+    covered = nominal.body_masks(poses, names, threshold=0.999)[0].numpy()
+    uncovered = ~nominal.body_masks(poses, names, threshold=0.001)[0].numpy()
+    assert covered.sum() > 50 and uncovered.sum() > 1000
+    difference = np.abs(varied["main_images"].astype(int) - clean["main_images"]).max(-1)
+    assert difference[covered].max() <= 1, "the robot, cube and plate look the same"
+    assert (difference[uncovered] > 10).mean() > 0.8, "the table and backdrop changed"
+
+
+def test_robustness_needs_the_splat_renderer_for_images(state_env):
+    with pytest.raises(ValueError, match="split 'robustness' varies the splat render; it needs renderer='gaussian'"):
+        gym.make(GSENV_ID, renderer="maniskill", split="robustness")
+    _, info = state_env.reset(options={"split": "robustness", "episode_id": 1})  # state alone: no images to vary
+    assert info["variation"] == "appearance"
+
+
+def test_a_capture_made_from_a_tabletop_ply_renders_in_the_env(tiny_env, tmp_path, capsys):
+    """vlarl-gsenv-capture on a green tabletop PLY in centimetres with y up; the env shows it."""
+    import torch
+
+    from vlarl_envs.gsenv.capture_cli import main
+    from vlarl_envs.splats.gaussians import Gaussians
+    from vlarl_envs.splats.ply import write_ply
+    from vlarl_envs.splats.sh import rgb_to_sh_dc
+
+    grid = torch.arange(-60.0, 60.1, 2.0)
+    x, z = torch.meshgrid(grid, grid, indexing="ij")
+    means = torch.stack([x.flatten(), torch.zeros(x.numel()), z.flatten()], dim=1)  # the table is y = 0
+    count = len(means)
+    green = Gaussians(
+        means=means,
+        quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(count, 1),
+        scales=torch.tensor([[1.5, 0.1, 1.5]]).repeat(count, 1),
+        opacities=torch.full((count,), 0.95),
+        sh=rgb_to_sh_dc(torch.tensor([0.1, 0.8, 0.2])).expand(count, 1, 3).clone(),
+    )
+    ply = write_ply(green, tmp_path / "tabletop.ply")
+    y_up_to_z_up = ["0.3", "0", "-0.001", "0.7071067811865476", "0.7071067811865476", "0", "0"]  # +90 deg about x
+    main([str(ply), "--table-pose", *y_up_to_z_up, "--scale", "0.01", "--output", str(tmp_path / "capture")])
+    assert "wrote capture" in capsys.readouterr().out
+
+    env = gym.make(GSENV_ID, image_size=(32, 48), capture=tmp_path / "capture")
+    obs, _ = env.reset(options={"episode_id": 0})
+    env.close()
+    image = obs["main_images"].astype(int)
+    greenish = (image[..., 1] > 150) & (image[..., 0] < 90) & (image[..., 2] < 110)
+    assert greenish.mean() > 0.2, f"the green table covers {greenish.mean():.0%} of the image"
+    default, _ = image_of(tiny_env, "train", 0)
+    assert not ((default["main_images"][..., 1] > 150) & (default["main_images"][..., 0] < 90)).any()

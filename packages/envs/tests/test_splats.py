@@ -27,7 +27,7 @@ from vlarl_envs.splats.ply import read_ply, write_ply  # noqa: E402
 from vlarl_envs.splats.projection import project  # noqa: E402
 from vlarl_envs.splats.reference import composite_per_pixel  # noqa: E402
 from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene  # noqa: E402
-from vlarl_envs.splats.sh import sh_basis, sh_to_rgb, rgb_to_sh_dc  # noqa: E402
+from vlarl_envs.splats.sh import rgb_to_sh_dc, rotate_sh, sh_basis, sh_to_rgb, sphere_directions  # noqa: E402
 
 finite = st.floats(-1.0, 1.0, allow_nan=False, width=32)
 quaternions = st.tuples(finite, finite, finite, finite).filter(lambda q: sum(v * v for v in q) > 1e-2)
@@ -192,15 +192,19 @@ def test_bad_ply_files_raise_clear_errors(tmp_path):
 
 def test_sh_basis_is_orthonormal_on_the_sphere():
     count = 200_000
-    index = torch.arange(count, dtype=torch.float64) + 0.5
-    polar = torch.arccos(1 - 2 * index / count)
-    azimuth = math.pi * (1 + 5**0.5) * index
-    directions = torch.stack(
-        [torch.sin(polar) * torch.cos(azimuth), torch.sin(polar) * torch.sin(azimuth), torch.cos(polar)], dim=1
-    )
-    basis = sh_basis(directions, 16)
+    basis = sh_basis(sphere_directions(count), 16)
     gram = basis.T @ basis * (4 * math.pi / count)
     torch.testing.assert_close(gram, torch.eye(16, dtype=torch.float64), atol=2e-3, rtol=0)
+
+
+@settings(deadline=None, max_examples=20)
+@given(quaternions, st.sampled_from([0, 1, 2, 3]))
+def test_rotated_sh_give_the_same_colours_along_turned_directions(q, degree):
+    rotation = quat_to_matrix(torch.tensor(q))
+    sh = random_gaussians(6, seed=degree, sh_degree=degree).sh
+    directions = torch.randn(6, 3, generator=torch.Generator().manual_seed(1))
+    turned = rotate_sh(sh, rotation)
+    torch.testing.assert_close(sh_to_rgb(turned, directions @ rotation.T), sh_to_rgb(sh, directions), atol=1e-5, rtol=1e-5)
 
 
 def test_degree_zero_colour_round_trips_and_higher_bands_need_directions():

@@ -1,15 +1,26 @@
 """Splat assets in the published GSEnv layout: read a real capture, or write our own.
 
-The layout (that of the RLinf/ManiSkill-GS asset release)::
+The layout is that of the RLinf/ManiSkill-GS asset release (the Hugging Face dataset
+``RLinf/gsenv-assets-v0``, read by ManiSkill-GS's ``env_simulation/ms_configs.py`` and
+``gs_renderer/gs_env.py``). Units are metres; the world frame is the robot base frame (x forward,
+z up, table top at z = 0)::
 
-    <root>/robot/<robot>/parts/<link>_3dgs_abs.ply    one per visible link, robot base frame,
-                                                      robot posed at its reference joints
+    <root>/robot/<robot>/parts/<link>_3dgs_abs.ply    one per visible link (the release: robot
+                                                      ``my_franka``, links ``fr3_link0..7``,
+                                                      ``fr3_hand``, fingers), robot base frame with
+                                                      the robot at its reference joints, less a
+                                                      base offset (the release: 2 cm in z)
     <root>/object/<name>/object_3dgs_abs.ply          cube, plate: any frame, recentred on load
-    <root>/object/table/table_abs.ply                 the table, world (= robot base) frame
-    <root>/background/background_image/<image>.jpg    the photo behind everything
+                                                      (on the Gaussians' mean, as ManiSkill-GS does)
+    <root>/object/table/table_abs.ply                 the static scene, world frame
+    <root>/background/background_image/<image>.jpg    the photo behind everything (the release:
+                                                      ``green_background.jpg``, 640x480 like the
+                                                      camera; resized to the camera here)
 
-A capture made by ``vlarl-gsenv-build-assets`` adds ``vlarl_gsenv_assets.json`` with the
-reference joints, the robot offset and each object's origin; a capture without it gets the
+Files other than these (the release's URDF and object meshes) are ignored. ManiSkill-GS also
+nudges its plate splats by 5 mm and scales them 0.96 in x and z; vlarl does not. A capture made
+by ``vlarl-gsenv-build-assets`` or ``vlarl-gsenv-capture`` adds ``vlarl_gsenv_assets.json`` with
+the reference joints, the robot offset and each object's origin; a capture without it gets the
 published release's values (``PUBLISHED_CAPTURE``).
 """
 
@@ -109,7 +120,7 @@ def load_capture(root: str | os.PathLike, objects: tuple[str, ...] = OBJECT_NAME
     missing = [str(Path("object", name, OBJECT_FILE)) for name in objects if not (root / "object" / name / OBJECT_FILE).is_file()]
     if not (root / TABLE_PATH).is_file():
         missing.append(str(TABLE_PATH))
-    backdrops = sorted(p for p in (root / BACKDROP_DIR).glob("*") if p.suffix.lower() in BACKDROP_SUFFIXES)
+    backdrops = backdrop_images(root)
     if not backdrops:
         missing.append(f"{BACKDROP_DIR}/<image>{'|'.join(BACKDROP_SUFFIXES)}")
     if missing:
@@ -123,6 +134,11 @@ def load_capture(root: str | os.PathLike, objects: tuple[str, ...] = OBJECT_NAME
         backdrop=read_image(backdrops[0]),
         settings=_read_settings(root),
     )
+
+
+def backdrop_images(root: Path) -> list[Path]:
+    """The capture's background images in name order; the first is the backdrop."""
+    return sorted(p for p in (root / BACKDROP_DIR).glob("*") if p.suffix.lower() in BACKDROP_SUFFIXES)
 
 
 def _read_settings(root: Path) -> CaptureSettings:

@@ -11,7 +11,10 @@ Task Description:
 Randomizations:
     The cube's position and yaw and the plate's position, drawn from ``(split stream,
     episode_id)`` by ``vlarl_envs.gsenv.layout.sample_layout``: the same ``episode_id``
-    replays the same initial state, and ``train`` and ``test`` never share one.
+    replays the same initial state, and ``train`` and ``test`` never share one. The
+    ``robustness`` split replays ``test``'s initial states with the images varied
+    (``vlarl_envs.gsenv.robustness``): the camera pose, the splats' colours, or the table and
+    backdrop, by ``episode_id % 3``; ``info["variation"]`` names it ("none" in ``train`` and ``test``).
 
 Success Conditions:
     The cube's centre is within 7 cm of the plate's centre in xy, 0 to 7 cm above it, and
@@ -44,6 +47,7 @@ from vlarl_envs.contract import (
     validate_options,
 )
 from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME, sample_layout
+from vlarl_envs.gsenv.robustness import ROBUSTNESS_SPLIT, sample_look
 RENDERERS = ("gaussian", "maniskill")
 """``gaussian``: splat images (the point of GSEnv); ``maniskill``: ManiSkill's own rasterizer
 of the same scene and camera, for comparisons."""
@@ -80,7 +84,8 @@ class GSEnv(gym.Env):
             image_size: camera resolution, int or (H, W); default 480x640.
             horizon: steps before truncation.
             terminate_on_success: end the episode on the first success step.
-            split: default split for resets without ``options["split"]``: "train" or "test".
+            split: default split for resets without ``options["split"]``: "train", "test" or
+                "robustness" (test's episodes with varied images; needs renderer="gaussian").
             render_mode: None or "rgb_array" (returns the camera image).
             renderer: "gaussian" (splats) or "maniskill" (ManiSkill's rasterizer).
             splat_backend: "auto", "torch" (CPU) or "gsplat" (CUDA).
@@ -112,11 +117,16 @@ class GSEnv(gym.Env):
         self.split = split
         self.render_mode = render_mode
         self.renderer = renderer
+        self._check_split_renders(split)
         camera_size = self.image_shape[:2]
         self.task = build_task("rgb" if renderer == "maniskill" and self._renders() else "state", camera_size)
         self.splat_renderer = None
+        self._look_renderers = None
         if renderer == "gaussian" and self._renders():
+            from vlarl_envs.gsenv.restyle import LookRenderers
+
             self.splat_renderer = self._make_splat_renderer(splat_backend, capture, asset_settings, splat_decimation)
+            self._look_renderers = LookRenderers(self.splat_renderer)
 
         limits = self.task.agent.robot.get_qlimits()[0].cpu().numpy()
         low = np.append(limits[:ARM_JOINTS, 0] - JOINT_LIMIT_SLACK, 0.0)
@@ -136,6 +146,13 @@ class GSEnv(gym.Env):
 
     def _renders(self) -> bool:
         return self.obs_mode == "rgb" or self.render_mode == "rgb_array"
+
+    def _check_split_renders(self, split: str) -> None:
+        if split == ROBUSTNESS_SPLIT and self.renderer != "gaussian" and self._renders():
+            raise ValueError(
+                f"{self.env_id}: split {split!r} varies the splat render; it needs renderer='gaussian', "
+                f"got renderer={self.renderer!r}"
+            )
 
     def _make_splat_renderer(self, backend: str, capture, asset_settings: dict | None, decimation: int | None):
         from vlarl_envs.gsenv.assets import BuildSettings, ensure_assets
@@ -163,14 +180,19 @@ class GSEnv(gym.Env):
         options = validate_options(self.env_id, options)
         split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLIT_STREAMS)
         validate_choice(self.env_id, "task", options.get("task", TASK_NAME), (TASK_NAME,))
+        self._check_split_renders(split)
         episode_id = options.get("episode_id")
         if episode_id is None:
             episode_id = int(self.np_random.integers(2**31))
+        look = sample_look(split, int(episode_id))
+        if self._look_renderers is not None:
+            self.splat_renderer = self._look_renderers(look)
         raw, _ = self.task.reset(seed=int(episode_id), options={"layout": sample_layout(split, int(episode_id))})
         self._raw_observation = raw
         self._elapsed = 0
         self._started = True
-        info = {"success": False, "is_success": False, "episode_id": int(episode_id), "split": split}
+        info = {"success": False, "is_success": False, "episode_id": int(episode_id), "split": split,
+                "variation": look.variation}  # fmt: skip
         return self._observation(), info
 
     def step(self, action):

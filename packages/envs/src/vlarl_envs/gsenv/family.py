@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vlarl_envs.families import EnvFamily, entry_point_vec
 from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME
+from vlarl_envs.gsenv.robustness import variation
 from vlarl_envs.instructions import InstructionSet
 from vlarl_envs.maniskill.family import PANDA_FEATURE_NAMES
 
@@ -17,6 +18,12 @@ def gsenv_expert(task: str):
     return pick_and_place_action if task == TASK_NAME else None
 
 
+def gsenv_variation(task: str, split: str, episode_id: int) -> str | None:
+    """An episode's ``info["variation"]``: ``camera``, ``appearance`` or ``background`` in ``robustness``
+    (each reported on its own), ``none`` in ``train`` and ``test``."""
+    return variation(split, episode_id) if task == TASK_NAME else None
+
+
 GSENV_FAMILY = EnvFamily(
     name="GSEnv",
     id_prefix="vlarl/GSEnv-",
@@ -27,6 +34,7 @@ GSENV_FAMILY = EnvFamily(
     make_vec=entry_point_vec,
     batched=True,
     expert=gsenv_expert,
+    group=gsenv_variation,
     robot_type="panda",
     feature_names=PANDA_FEATURE_NAMES,
 )

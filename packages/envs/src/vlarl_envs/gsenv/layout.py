@@ -37,8 +37,9 @@ REFERENCE_IMAGE_SIZE = (480, 640)
 REFERENCE_FOCAL = 560.0
 """Focal length in pixels at REFERENCE_IMAGE_SIZE; other sizes keep the vertical field of view."""
 
-SPLIT_STREAMS = {"train": 0, "test": 1}
-"""Layout stream per split: the two splits never share initial states."""
+SPLIT_STREAMS = {"train": 0, "test": 1, "robustness": 1}
+"""Layout stream per split: ``train`` and ``test`` never share initial states; ``robustness``
+replays ``test``'s under visual variations (``vlarl_envs.gsenv.robustness``)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import sapien
 import torch
 
 from vlarl_envs.splats.gaussians import Gaussians
-from vlarl_envs.splats.sh import rgb_to_sh_dc
+from vlarl_envs.splats.sh import rgb_to_sh_dc, sphere_directions
 
 VIEW_COUNT = 32
 IMAGE_SIZE = 256
@@ -24,14 +24,6 @@ DEPTH_TOLERANCE = 0.004
 """A Gaussian within this distance (m) of the rendered surface along the ray counts as seen."""
 FIELD_OF_VIEW = 0.7
 """Vertical field of view (rad) of the photographing cameras; their distance is set to fit the body."""
-
-
-def _sphere_directions(count: int) -> np.ndarray:
-    """(count, 3) unit vectors spread evenly over the sphere (a Fibonacci lattice)."""
-    index = np.arange(count) + 0.5
-    polar = np.arccos(1 - 2 * index / count)
-    azimuth = np.pi * (1 + 5**0.5) * index
-    return np.stack([np.sin(polar) * np.cos(azimuth), np.sin(polar) * np.sin(azimuth), np.cos(polar)], axis=1)
 
 
 def _look_at(eye: np.ndarray, target: np.ndarray) -> sapien.Pose:
@@ -100,7 +92,7 @@ class Photographer:
         distance = 1.15 * radius / np.sin(FIELD_OF_VIEW / 2)
         colour_sums = np.zeros((len(points), 3))
         sightings = np.zeros(len(points))
-        for direction in _sphere_directions(VIEW_COUNT):
+        for direction in sphere_directions(VIEW_COUNT).numpy():
             self._camera_entity.set_pose(_look_at(centre + distance * direction, centre))
             self._scene.update_render()
             self._camera.take_picture()

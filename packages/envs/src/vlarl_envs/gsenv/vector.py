@@ -10,6 +10,10 @@ with the PyTorch rasterizer, batched in one sort and one compositing pass).
 ``gym.make_vec("vlarl/GSEnv-PutCubeOnPlate-v0", num_envs=N)`` comes here (an explicit
 ``vectorization_mode="sync"`` or ``"async"`` gives gymnasium's own vector env instead, where
 each sub-env renders its own images).
+
+Episodes of the ``robustness`` split look different (``vlarl_envs.gsenv.robustness``): the
+renderer reads each sub-env's split and episode id from its reset info and renders the sub-envs
+that share a look together, so ``train`` and ``test`` batches stay one call.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from gymnasium.vector.utils import batch_space
 from vlarl_envs.contract import check_obs_mode, image_shape
 from vlarl_envs.gsenv.env import ARM_JOINTS
 from vlarl_envs.gsenv.registration import GSENV_ID
+from vlarl_envs.gsenv.robustness import NOMINAL, Look, sample_look
 from vlarl_envs.splats.gaussians import pose_matrix
 from vlarl_envs.vector import make_vec
 
@@ -85,6 +90,7 @@ class BatchedSplatRendering(VectorWrapper):
         from vlarl_envs.gsenv.assets import BuildSettings, ensure_assets
         from vlarl_envs.gsenv.bodies import auto_decimation, splat_scene
         from vlarl_envs.gsenv.capture import load_capture
+        from vlarl_envs.gsenv.restyle import LookRenderers
         from vlarl_envs.gsenv.simulator import build_task
         from vlarl_envs.gsenv.task import CAMERA_NAME
         from vlarl_envs.splats.backends import make_rasterizer
@@ -99,6 +105,8 @@ class BatchedSplatRendering(VectorWrapper):
         params = self._task._sensors[CAMERA_NAME].get_params()
         camera = PinholeCamera.from_extrinsic(shape[1], shape[0], params["intrinsic_cv"][0], params["extrinsic_cv"][0])
         self.renderer = SceneRenderer(scene, camera, make_rasterizer(splat_backend))
+        self._renderers = LookRenderers(self.renderer, keep=self.num_envs)
+        self._looks: list[Look] = [NOMINAL] * self.num_envs
         links = [link.name for link in self._task.agent.robot.get_links()]
         self._body_sources = [links.index(name) if name in links else name for name in scene.body_names]
         self._kinematics = self._task.agent.robot._objs[0].create_pinocchio_model()
@@ -128,13 +136,32 @@ class BatchedSplatRendering(VectorWrapper):
             )
         return torch.stack(batch)
 
-    def _with_images(self, observations: dict[str, Any]) -> dict[str, Any]:
+    def _with_images(self, observations: dict[str, Any], looks: list[Look]) -> dict[str, Any]:
+        """``observations`` with ``main_images``, row ``i`` rendered under ``looks[i]``: one
+        render call per distinct look."""
         poses = self.body_poses(observations["states"], observations["privileged_state"])
-        return {"main_images": self.renderer.render(poses).cpu().numpy(), **observations}
+        images = None
+        for look in dict.fromkeys(looks):
+            rows = [index for index, other in enumerate(looks) if other == look]
+            rendered = self._renderers(look).render(poses[rows]).cpu().numpy()
+            if len(rows) == len(looks):
+                images = rendered
+                break
+            if images is None:
+                images = np.empty((len(looks), *rendered.shape[1:]), rendered.dtype)
+            images[rows] = rendered
+        return {"main_images": images, **observations}
+
+    def _note_resets(self, infos: dict[str, Any]) -> None:
+        """Take the look of every sub-env whose reset info is in ``infos``."""
+        started = infos.get("_episode_id", np.zeros(self.num_envs, bool))
+        for index in np.flatnonzero(started):
+            self._looks[index] = sample_look(str(infos["split"][index]), int(infos["episode_id"][index]))
 
     def reset(self, *, seed=None, options=None):
         observations, infos = self.env.reset(seed=seed, options=options)
-        return self._with_images(observations), infos
+        self._note_resets(infos)
+        return self._with_images(observations, self._looks), infos
 
     def step(self, actions):
         observations, rewards, terminated, truncated, infos = self.env.step(actions)
@@ -142,11 +169,13 @@ class BatchedSplatRendering(VectorWrapper):
             finished = np.flatnonzero(infos["_final_obs"])
             final = [infos["final_obs"][i] for i in finished]
             images = self._with_images(
-                {key: np.stack([o[key] for o in final]) for key in ("states", "privileged_state")}
+                {key: np.stack([o[key] for o in final]) for key in ("states", "privileged_state")},
+                [self._looks[i] for i in finished],
             )["main_images"]
             for index, image in zip(finished, images):
                 infos["final_obs"][index] = {"main_images": image, **infos["final_obs"][index]}
-        return self._with_images(observations), rewards, terminated, truncated, infos
+        self._note_resets(infos)
+        return self._with_images(observations, self._looks), rewards, terminated, truncated, infos
 
     def close(self, **kwargs):
         self._task.close()

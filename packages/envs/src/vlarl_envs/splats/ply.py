@@ -58,7 +58,9 @@ def read_ply(path: str | os.PathLike) -> Gaussians:
     names = [prop.name for prop in vertex.properties]
     missing = [name for name in REQUIRED_PROPERTIES if name not in names]
     if missing:
-        raise ValueError(f"{path}: expected 3DGS vertex properties {list(REQUIRED_PROPERTIES)}; missing {missing}")
+        raise ValueError(
+            f"{path}: expected 3DGS vertex properties {list(REQUIRED_PROPERTIES)}; missing {missing}, found {names}"
+        )
     rest_names = sorted((n for n in names if re.fullmatch(r"f_rest_\d+", n)), key=lambda n: int(n[7:]))
     rest_count = len(rest_names)
     coefficients = rest_count // 3 + 1

@@ -70,3 +70,29 @@ def sh_to_rgb(sh: torch.Tensor, directions: torch.Tensor | None = None) -> torch
 def rgb_to_sh_dc(rgb: torch.Tensor) -> torch.Tensor:
     """The degree-0 coefficient (..., 3) that renders as ``rgb`` from every direction."""
     return (rgb - 0.5) / SH_C0
+
+
+def sphere_directions(count: int) -> torch.Tensor:
+    """float64 (count, 3) unit vectors spread evenly over the sphere (a Fibonacci lattice)."""
+    index = torch.arange(count, dtype=torch.float64) + 0.5
+    polar = torch.arccos(1 - 2 * index / count)
+    azimuth = torch.pi * (1 + 5**0.5) * index
+    return torch.stack([polar.sin() * azimuth.cos(), polar.sin() * azimuth.sin(), polar.cos()], dim=-1)
+
+
+def rotate_sh(sh: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
+    """Coefficients (..., K, 3) of Gaussians turned by ``rotation`` (3, 3): the rotated
+    coefficients seen along ``rotation @ d`` give the colour the old ones gave along ``d``.
+
+    Each band rotates within itself, so the K x K map is found exactly by least squares over
+    directions spread on the sphere (more of them than coefficients).
+    """
+    coefficients = sh.shape[-2]
+    if coefficients == 1:
+        return sh
+    directions = sphere_directions(4 * coefficients)
+    rotation = rotation.to(torch.float64)
+    basis = sh_basis(directions, coefficients)  # Y(d)
+    turned_back = sh_basis(directions @ rotation, coefficients)  # Y(R^T d), row by row
+    mapping = torch.linalg.lstsq(basis, turned_back).solution  # Y(d) M = Y(R^T d)
+    return torch.einsum("kj,...jc->...kc", mapping, sh.to(torch.float64)).to(sh.dtype)
