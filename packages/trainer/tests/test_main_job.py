@@ -49,7 +49,7 @@ def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
 
 
 def test_job_sizes_grow_from_demo_to_full():
-    assert available_jobs() == ["calvin_abc_d", "demo", "full", "libero_spatial", "put_on_plate"]
+    assert available_jobs() == ["calvin_abc_d", "demo", "full", "gsenv", "libero_spatial", "put_on_plate"]
     demo, full = job("demo"), job("full")
     assert (demo.job.size, full.job.size) == ("demo", "full")
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
@@ -128,6 +128,27 @@ def test_put_on_plate_job_scores_every_split_with_its_variations_in_turn(tmp_pat
                              for option in options if option["split"] == split)
         assert max(variations.values()) - min(variations.values()) <= 1, (split, variations)
         assert len(variations) == {"vision": 7, "semantic": 5, "execution": 3}[split]
+
+
+@pytest.mark.sim
+def test_gsenv_job_scores_test_and_the_robustness_variations_on_the_same_layouts(tmp_path):
+    from vlarl_envs import family_of
+    from vlarl_envs.testing import require_simulator
+
+    from vlarl_trainer.rl.evaluation import evaluation_options
+
+    require_simulator("mani_skill")
+    config = load_config(["recipe=gsenv_ppo_openpi_pi05_tiny", "job=gsenv"])
+    assert config.job.size == "gsenv" and describe_collection(config) == "100 per task"
+    assert config.actor == load_config(["recipe=gsenv_ppo_openpi_pi05_tiny"]).actor
+    assert config.runner.max_steps % config.eval.interval == 0
+    validate(rl_stage_start(config, tmp_path))
+    family = family_of(config.env.id)
+    options = evaluation_options(config)
+    assert len(options) == 2 * 30 and {option["split"] for option in options} == {"test", "robustness"}
+    variations = Counter(family.group(option["task"], "robustness", option["episode_id"])
+                         for option in options if option["split"] == "robustness")
+    assert variations == {"camera": 10, "appearance": 10, "background": 10}
 
 
 def test_calvin_job_scores_scene_d_and_its_chains():
@@ -241,7 +262,7 @@ def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys)
     assert "never overwrites" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
     assert main([RECIPE, "job=huge"]) == 2
-    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'libero_spatial', 'put_on_plate']" in capsys.readouterr().err
+    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'gsenv', 'libero_spatial', 'put_on_plate']" in capsys.readouterr().err
     assert main(["job=demo"]) == 2
     assert "name a recipe" in capsys.readouterr().err
 
