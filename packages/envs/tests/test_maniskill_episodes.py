@@ -283,3 +283,11 @@ def test_execution_split_moves_start_states(episodes):
             assert np.hypot(move.x - target.x, move.y - target.y) >= 0.08
         else:
             assert episode.move is None
+
+
+def test_train_takes_every_id_the_trainer_draws():
+    """The trainer draws training episode ids from [0, 2**31): each is a layout of its own."""
+    assert make_episode("train", 2**31 - 1).split == "train"
+    assert make_episode("train", 1826701615) != make_episode("train", 1826701616)
+    with pytest.raises(ValueError, match=r"episodes 0\.\.2147483647, got 2147483648"):
+        make_episode("train", 2**31)

@@ -44,6 +44,14 @@ def maniskill_expert(task: str):
     return experts[task]() if task in experts else None
 
 
+def maniskill_episode_vec(env_id: str, num_envs: int, **env_kwargs):
+    """One batched simulator on the GPU where torch sees CUDA, single envs otherwise
+    (``maniskill.episode_vector``)."""
+    from vlarl_envs.maniskill.episode_vector import make_maniskill_episode_vec
+
+    return make_maniskill_episode_vec(env_id, num_envs, **env_kwargs)
+
+
 def put_on_plate_variation(task: str, split: str, episode_id: int) -> str | None:
     """PutOnPlate reports each out-of-distribution variation (``table``, ``lighting``, ...) on its own."""
     if task != PUT_ON_PLATE:
@@ -63,6 +71,7 @@ MANISKILL_FAMILY = EnvFamily(
     instructions=maniskill_instructions,
     make_vec=entry_point_vec,
     batched=True,
+    make_episode_vec=maniskill_episode_vec,
     expert=maniskill_expert,
     group=put_on_plate_variation,
     robot_type="panda",

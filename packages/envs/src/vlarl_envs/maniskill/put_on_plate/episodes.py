@@ -67,9 +67,11 @@ VARIATIONS = {
     "semantic": ("object", "instruction", "multi_object", "plate", "multi_plate"),
     "execution": ("position", "robot_pose", "moved_object"),
 }
-SPLIT_SIZES = {"train": 10_000, "vision": 7 * 30, "semantic": 5 * 42, "execution": 3 * 70}
-"""Multiples of each split's variation count, so every variation has as many episodes; the same size
-for every out-of-distribution split, so one ``eval.episodes_per_task`` can play each whole."""
+SPLIT_SIZES = {"train": 2**31, "vision": 7 * 30, "semantic": 5 * 42, "execution": 3 * 70}
+"""``train`` takes any id a trainer draws (``rng.integers(2**31)``, as ManiSkill's seeded tasks), each a
+fresh layout. The out-of-distribution splits are fixed lists whose sizes are multiples of their variation
+counts, so every variation has as many episodes, and the same for all three, so one
+``eval.episodes_per_task`` can play each whole."""
 OVERLAY_VARIATIONS = {
     "texture_weak": ("texture", "weak"),
     "texture_strong": ("texture", "strong"),
