@@ -12,6 +12,7 @@ pytest.importorskip("plyfile")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+import vlarl_envs.splats.backends as backends  # noqa: E402
 import vlarl_envs.splats.compositor as compositor  # noqa: E402
 from vlarl_envs.splats.backends import TorchRasterizer, make_rasterizer  # noqa: E402
 from vlarl_envs.splats.camera import PinholeCamera  # noqa: E402
@@ -26,7 +27,7 @@ from vlarl_envs.splats.gaussians import (  # noqa: E402
 from vlarl_envs.splats.ply import read_ply, write_ply  # noqa: E402
 from vlarl_envs.splats.projection import project  # noqa: E402
 from vlarl_envs.splats.reference import composite_per_pixel  # noqa: E402
-from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene  # noqa: E402
+from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene, render_together  # noqa: E402
 from vlarl_envs.splats.sh import rgb_to_sh_dc, rotate_sh, sh_basis, sh_to_rgb, sphere_directions  # noqa: E402
 
 finite = st.floats(-1.0, 1.0, allow_nan=False, width=32)
@@ -355,6 +356,31 @@ def test_a_batch_renders_like_its_images_one_by_one():
     for index in range(3):
         torch.testing.assert_close(renderer.render(batch[index : index + 1])[0], together[index])
     assert not torch.equal(together[0], together[1])
+
+
+def test_renderers_of_other_cameras_and_backgrounds_render_together_in_one_call(monkeypatch):
+    """Each row through its own renderer (camera, background), all in one rasterizer call, looks as
+    that renderer draws it alone; the CPU rasterizer's passes split a batch without changing it."""
+    scene = two_body_scene(sh_degree=1)
+    rasterizer = TorchRasterizer()
+    nominal = SceneRenderer(scene, camera(32, 24), rasterizer)
+    moved = SceneRenderer(scene, camera(32, 24, eye=(1.9, 0.6, 1.1)), rasterizer)
+    plain = SceneRenderer(SplatScene(bodies=scene.bodies, backdrop_colour=(0.9, 0.1, 0.1)), camera(32, 24), rasterizer)
+    renderers = [nominal, moved, plain, nominal]
+    batch = poses(([0.0, 0.0, 0.0], [0.2, 0.1, 0.0]), ([0.1, -0.1, 0.05], [-0.2, 0.2, 0.0]),
+                  ([0, 0, 0], [0, 0, 0.2]), ([0.05, 0, 0], [0.1, 0.1, 0.0]))  # fmt: skip
+    alone = torch.cat([renderer.render(batch[index : index + 1]) for index, renderer in enumerate(renderers)])
+    calls = []
+    original = rasterizer.rasterize
+    monkeypatch.setattr(rasterizer, "rasterize", lambda *args: calls.append(args[0].shape[0]) or original(*args))
+    together = render_together(renderers, batch)
+    assert calls == [4]  # the backgrounds were cached by the renders alone
+    assert (together.int() - alone.int()).abs().max() <= 1
+    assert not torch.equal(together[0], together[3]) and not torch.equal(together[1], together[2])
+    monkeypatch.setattr(backends, "PIXELS_PER_PASS", 32 * 24)  # one image a pass
+    assert (render_together(renderers, batch).int() - together.int()).abs().max() <= 1
+    with pytest.raises(ValueError, match="renderers must share image size"):
+        render_together([nominal, SceneRenderer(scene, camera(24, 20), rasterizer)], batch[:2])
 
 
 def test_cached_background_renders_the_same_as_a_fresh_one():

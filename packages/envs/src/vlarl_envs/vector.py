@@ -87,6 +87,7 @@ class EpisodeVectorEnv:
             observation, info = env.reset(options=env_options)
             self._observations.append(observation)
             infos.append(info)
+        self._complete(list(range(self.num_envs)))
         self._done = np.zeros(self.num_envs, bool)
         self._episodes = [None] * self.num_envs
         return stack_observations(self._observations), infos
@@ -101,9 +102,11 @@ class EpisodeVectorEnv:
         """
         rewards = np.zeros(self.num_envs, np.float32)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        stepped = []
         for index, env in enumerate(self.envs):
             if self._done[index]:
                 continue
+            stepped.append(index)
             observation, reward, terminated, truncated, info = env.step(actions[index])
             self._observations[index] = observation
             rewards[index] = reward
@@ -111,7 +114,12 @@ class EpisodeVectorEnv:
             if terminated or truncated:
                 self._done[index] = True
                 self._episodes[index] = info["episode"]
+        self._complete(stepped)
         return stack_observations(self._observations), rewards, self._done.copy(), infos
+
+    def _complete(self, indices: list[int]) -> None:
+        """Add what the envs ``indices``, just reset or stepped, left out of their observations: nothing
+        here; a subclass whose envs defer their images renders them all at once (GSEnv's)."""
 
     def episode_statistics(self) -> list[dict[str, Any]]:
         """Each env's ``info["episode"]``, or the statistics so far of an episode that has not ended."""

@@ -26,12 +26,15 @@ real camera), ``states`` = 7 arm joints + gripper opening (8,), ``privileged_sta
 gripper TCP pose (7), cube pose (7), plate position (3) and whether the cube is grasped (1),
 and ``task_description``. Actions are 7-D: end-effector target delta position and rotation
 (normalized; 1 = 10 cm or 0.1 rad) and the gripper (-1 closed, +1 open).
+
+Images can be deferred (``DefersImages``): within an action chunk only the last sub-step renders,
+and ``vlarl_envs.gsenv.vector.SplatEpisodeVectorEnv`` renders many envs' images in one call.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -48,6 +51,10 @@ from vlarl_envs.contract import (
 )
 from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME, sample_layout
 from vlarl_envs.gsenv.robustness import ROBUSTNESS_SPLIT, sample_look
+
+if TYPE_CHECKING:
+    from vlarl_envs.gsenv.restyle import LookRenderers
+
 RENDERERS = ("gaussian", "maniskill")
 """``gaussian``: splat images (the point of GSEnv); ``maniskill``: ManiSkill's own rasterizer
 of the same scene and camera, for comparisons."""
@@ -76,6 +83,7 @@ class GSEnv(gym.Env):
         capture: str | os.PathLike | None = None,
         asset_settings: dict | None = None,
         splat_decimation: int | None = None,
+        splat_renderers: LookRenderers | None = None,
     ) -> None:
         """
         Args:
@@ -94,6 +102,10 @@ class GSEnv(gym.Env):
             asset_settings: ``vlarl_envs.gsenv.assets.BuildSettings`` fields for those assets.
             splat_decimation: render 1 in this many body Gaussians (widened); None picks
                 ``vlarl_envs.gsenv.bodies.auto_decimation`` of the image height.
+            splat_renderers: another GSEnv's ``look_renderers`` (same image size) to share rather
+                than build: envs of one process then hold one copy of the splats (GSEnv's episode
+                vector env does this); splat_backend, capture, asset_settings and
+                splat_decimation are then those it was built with.
         """
         from vlarl_envs.gsenv.simulator import build_task
 
@@ -109,6 +121,8 @@ class GSEnv(gym.Env):
             raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
         if splat_decimation is not None and splat_decimation < 1:
             raise ValueError(f"{env_id}: splat_decimation must be None or >= 1, got {splat_decimation}")
+        if splat_renderers is not None and renderer != "gaussian":
+            raise ValueError(f"{env_id}: splat_renderers need renderer='gaussian', got renderer={renderer!r}")
         self.env_id = env_id
         self.obs_mode = obs_mode
         self.image_shape = image_shape(image_size)
@@ -123,10 +137,13 @@ class GSEnv(gym.Env):
         self.splat_renderer = None
         self._look_renderers = None
         if renderer == "gaussian" and self._renders():
-            from vlarl_envs.gsenv.restyle import LookRenderers
+            if splat_renderers is None:
+                from vlarl_envs.gsenv.restyle import LookRenderers
 
-            self.splat_renderer = self._make_splat_renderer(splat_backend, capture, asset_settings, splat_decimation)
-            self._look_renderers = LookRenderers(self.splat_renderer)
+                nominal = self._make_splat_renderer(splat_backend, capture, asset_settings, splat_decimation)
+                splat_renderers = LookRenderers(nominal)
+            self._look_renderers = self._bind(splat_renderers)
+            self.splat_renderer = splat_renderers.nominal
 
         limits = self.task.agent.robot.get_qlimits()[0].cpu().numpy()
         low = np.append(limits[:ARM_JOINTS, 0] - JOINT_LIMIT_SLACK, 0.0)
@@ -143,6 +160,9 @@ class GSEnv(gym.Env):
         self._started = False
         self._raw_observation: Any = None
         self._last_image: np.ndarray | None = None
+        self.defer_images = False
+        """``DefersImages``: while true, ``reset`` and ``step`` leave ``main_images`` out (and the
+        ``maniskill`` renderer's camera unrendered); ``complete_observation`` or ``attach_image`` adds them."""
 
     def _renders(self) -> bool:
         return self.obs_mode == "rgb" or self.render_mode == "rgb_array"
@@ -154,9 +174,26 @@ class GSEnv(gym.Env):
                 f"got renderer={self.renderer!r}"
             )
 
+    @property
+    def look_renderers(self) -> LookRenderers | None:
+        """The splat renderer of each robustness look (None without splat images), shareable with
+        other GSEnvs of this image size through ``splat_renderers``."""
+        return self._look_renderers
+
+    def _bind(self, renderers: LookRenderers) -> LookRenderers:
+        """Track this env's bodies for ``renderers``, which must render this env's image size."""
+        from vlarl_envs.gsenv.bodies import BodyTracker
+
+        camera = renderers.nominal.camera
+        if (camera.height, camera.width) != self.image_shape[:2]:
+            raise ValueError(f"{self.env_id}: splat_renderers render {camera.height}x{camera.width} images, "
+                             f"this env's image_size is {self.image_shape[0]}x{self.image_shape[1]}")
+        self._bodies = BodyTracker(self.task, renderers.nominal.scene)
+        return renderers
+
     def _make_splat_renderer(self, backend: str, capture, asset_settings: dict | None, decimation: int | None):
         from vlarl_envs.gsenv.assets import BuildSettings, ensure_assets
-        from vlarl_envs.gsenv.bodies import BodyTracker, auto_decimation, splat_scene
+        from vlarl_envs.gsenv.bodies import auto_decimation, splat_scene
         from vlarl_envs.gsenv.capture import load_capture
         from vlarl_envs.gsenv.task import CAMERA_NAME
         from vlarl_envs.splats.backends import make_rasterizer
@@ -172,7 +209,6 @@ class GSEnv(gym.Env):
         scene = splat_scene(self.task, load_capture(capture), decimation or auto_decimation(height))
         params = self.task._sensors[CAMERA_NAME].get_params()
         camera = PinholeCamera.from_extrinsic(width, height, params["intrinsic_cv"][0], params["extrinsic_cv"][0])
-        self._bodies = BodyTracker(self.task, scene)
         return SceneRenderer(scene, camera, make_rasterizer(backend))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -199,13 +235,45 @@ class GSEnv(gym.Env):
         if not self._started:
             raise RuntimeError(f"{self.env_id}: call reset() before step()")
         action = validate_action(self.env_id, action, self.action_space)
-        self._raw_observation, reward, _, _, task_info = self.task.step(action[None])
+        self._raw_observation, reward, _, _, task_info = self._step_task(action[None])
         self._elapsed += 1
         success = bool(task_info["success"][0])
         terminated = success and self.terminate_on_success
         truncated = self._elapsed >= self.horizon and not terminated
         info = {"success": success, "is_success": success, "is_grasped": bool(task_info["is_grasped"][0])}
         return self._observation(), float(reward[0]), terminated, truncated, info
+
+    def _step_task(self, actions):
+        """The task's step; when no image is due now, with ManiSkill's camera left unrendered (its
+        observation taken in "state" mode: ``_render_camera`` renders it later if asked)."""
+        if self.task._obs_mode == "state" or (self.obs_mode == "rgb" and not self.defer_images):
+            return self.task.step(actions)
+        obs_mode = self.task._obs_mode
+        self.task._obs_mode = "state"
+        try:
+            return self.task.step(actions)
+        finally:
+            self.task._obs_mode = obs_mode
+
+    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """``DefersImages``: ``observation`` with the image of the current state, as a step without
+        deferral returns it."""
+        if "main_images" in observation or self.obs_mode != "rgb":
+            return observation
+        return self.attach_image(observation, self._render_camera())
+
+    def attach_image(self, observation: dict[str, Any], image: np.ndarray) -> dict[str, Any]:
+        """``observation`` with ``image``, the current state's camera image rendered elsewhere (with
+        other envs' in one call, ``splat_inputs``), as its ``main_images``; ``render()`` returns it."""
+        self._last_image = image
+        return {"main_images": image, **observation}
+
+    def splat_inputs(self):
+        """What a splat image of the current state needs: the renderer of this episode's look and
+        the bodies' world poses (1, G, 4, 4), for ``vlarl_envs.splats.scene.render_together``."""
+        if self.splat_renderer is None:
+            raise RuntimeError(f"{self.env_id}: splat_inputs needs renderer='gaussian' and images")
+        return self.splat_renderer, self._bodies.poses()
 
     def privileged_state(self) -> np.ndarray:
         """float32 (18,): TCP pose, cube pose, plate position, cube grasped (0/1)."""
@@ -223,7 +291,7 @@ class GSEnv(gym.Env):
         states = np.append(qpos[:ARM_JOINTS], qpos[ARM_JOINTS:].sum()).astype(np.float32)
         observation: dict[str, Any] = {}
         self._last_image = None
-        if self.obs_mode == "rgb":
+        if self.obs_mode == "rgb" and not self.defer_images:
             observation["main_images"] = self._render_camera()
         observation["states"] = states
         observation["task_description"] = INSTRUCTION
@@ -236,6 +304,8 @@ class GSEnv(gym.Env):
         else:  # ManiSkill rendered its camera into the observation of the last reset or step
             from vlarl_envs.gsenv.task import CAMERA_NAME
 
+            if not isinstance(self._raw_observation, dict):  # stepped without the camera
+                self._raw_observation = self.task.get_obs()
             image = self._raw_observation["sensor_data"][CAMERA_NAME]["rgb"][0]
         self._last_image = image.cpu().numpy()
         return self._last_image

@@ -12,6 +12,13 @@ GSENV_INSTRUCTIONS = InstructionSet({TASK_NAME: (INSTRUCTION, "put the cube on t
 """GSEnv's one task speaks one sentence in every split; the paraphrase is listed for tokenizers."""
 
 
+def gsenv_episode_vec(env_id: str, num_envs: int, **env_kwargs):
+    """Single GSEnvs whose splat images of a step render in one call (``gsenv.vector.make_gsenv_episode_vec``)."""
+    from vlarl_envs.gsenv.vector import make_gsenv_episode_vec
+
+    return make_gsenv_episode_vec(env_id, num_envs, **env_kwargs)
+
+
 def gsenv_expert(task: str):
     from vlarl_envs.gsenv.expert import pick_and_place_action
 
@@ -33,6 +40,7 @@ GSENV_FAMILY = EnvFamily(
     instructions=lambda env_id: GSENV_INSTRUCTIONS,
     make_vec=entry_point_vec,
     batched=True,
+    make_episode_vec=gsenv_episode_vec,
     expert=gsenv_expert,
     group=gsenv_variation,
     robot_type="panda",

@@ -1,19 +1,28 @@
-"""Many GSEnvs, rendered together: physics in the sub-envs, every image in one rasterizer call.
+"""Many GSEnvs, rendered together: physics in each env, every image of a step in one rasterizer call.
 
-The sub-envs run state-only (``obs_mode="state"``), in subprocesses or in this process. This
-process keeps one more PutCubeOnPlate scene that never steps, only to bind the splats to
-the robot's links and to run its forward kinematics: from each sub-env's joints (``states``)
-and object poses (``privileged_state``) it rebuilds every body pose, then renders the whole
-batch with one rasterizer call (on a GPU with gsplat, batched in one kernel launch; on a CPU
-with the PyTorch rasterizer, batched in one sort and one compositing pass).
+``make_gsenv_episode_vec`` (the family's ``make_episode_vec``, what the trainer's env workers step)
+gives a ``SplatEpisodeVectorEnv``: single GSEnvs in this process that share one set of splat
+renderers and defer their images (``DefersImages``). Each env steps its physics (a whole action
+chunk, no image at any sub-step); then the images of all envs that were reset or stepped are
+rendered in one rasterizer call, whatever their robustness looks (``render_together``). Rewards,
+dones, infos and statistics are the single envs' own, so they equal the default
+``EpisodeVectorEnv``'s; the images equal its per-env renders up to float rounding.
+
+``make_gsenv_vec`` is gymnasium's kind of vector env (SAME_STEP autoreset). Its sub-envs run
+state-only (``obs_mode="state"``), in subprocesses or in this process. This process keeps one
+more PutCubeOnPlate scene that never steps, only to bind the splats to the robot's links and to
+run its forward kinematics: from each sub-env's joints (``states``) and object poses
+(``privileged_state``) it rebuilds every body pose, then renders the whole batch with one
+rasterizer call (on a GPU with gsplat, batched in one kernel launch; on a CPU with the PyTorch
+rasterizer, in passes of ``PIXELS_PER_PASS`` pixels).
 
 ``gym.make_vec("vlarl/GSEnv-PutCubeOnPlate-v0", num_envs=N)`` comes here (an explicit
 ``vectorization_mode="sync"`` or ``"async"`` gives gymnasium's own vector env instead, where
 each sub-env renders its own images).
 
 Episodes of the ``robustness`` split look different (``vlarl_envs.gsenv.robustness``): the
-renderer reads each sub-env's split and episode id from its reset info and renders the sub-envs
-that share a look together, so ``train`` and ``test`` batches stay one call.
+renderer reads each sub-env's split and episode id from its reset info and renders each sub-env
+under its own look, still in one call.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -32,7 +42,55 @@ from vlarl_envs.gsenv.env import ARM_JOINTS
 from vlarl_envs.gsenv.registration import GSENV_ID
 from vlarl_envs.gsenv.robustness import NOMINAL, Look, sample_look
 from vlarl_envs.splats.gaussians import pose_matrix
-from vlarl_envs.vector import make_vec
+from vlarl_envs.splats.scene import render_together
+from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec, make_vec
+
+
+def make_gsenv_episode_vec(env_id: str, num_envs: int, **env_kwargs: Any) -> EpisodeVectorEnv:
+    """``num_envs`` GSEnvs as an ``EpisodeVectorEnv``, their splat images rendered in one call per step.
+
+    Splat rgb envs become a ``SplatEpisodeVectorEnv`` sharing the first env's renderers; state
+    envs, ``renderer="maniskill"`` (one SAPIEN scene per env) and ``video_dir`` (each env records
+    its own video) get the default ``vlarl_envs.vector.make_episode_vec``.
+    """
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if (env_kwargs.get("obs_mode", "rgb") != "rgb" or env_kwargs.get("renderer", "gaussian") != "gaussian"
+            or env_kwargs.get("video_dir") is not None):  # fmt: skip
+        return make_episode_vec(env_id, num_envs, **env_kwargs)
+    first = gym.make(env_id, **env_kwargs)
+    renderers = first.unwrapped.look_renderers
+    renderers.keep = max(renderers.keep, num_envs)  # a look for every env (robustness episodes each have one)
+    others = [gym.make(env_id, splat_renderers=renderers, **env_kwargs) for _ in range(num_envs - 1)]
+    return SplatEpisodeVectorEnv([first, *others])
+
+
+class SplatEpisodeVectorEnv(EpisodeVectorEnv):
+    """GSEnvs (splat rgb) that play one episode per reset, all images of a step in one render call.
+
+    The envs defer their images for good (``defer_images``; their ``ActionChunk`` then leaves the
+    chunk's observation without them); after each reset and step the envs just reset or stepped
+    are rendered together, each under its episode's look, and ``render()`` of each env returns its
+    image. Envs sharing one ``LookRenderers`` (``make_gsenv_episode_vec``) share the splats and the
+    cached backgrounds; any GSEnvs of one image size and backend work.
+    """
+
+    def __init__(self, envs) -> None:
+        super().__init__(envs)
+        self.simulators = [env.unwrapped for env in self.envs]
+        for simulator in self.simulators:
+            if getattr(simulator, "splat_renderer", None) is None or simulator.obs_mode != "rgb":
+                raise ValueError(f"SplatEpisodeVectorEnv needs GSEnvs with obs_mode='rgb' and renderer='gaussian', "
+                                 f"got {simulator}")
+            simulator.defer_images = True
+
+    def _complete(self, indices: list[int]) -> None:
+        if not indices:
+            return
+        renderers, poses = zip(*(self.simulators[index].splat_inputs() for index in indices))
+        images = render_together(renderers, torch.cat(poses)).cpu().numpy()
+        for index, image in zip(indices, images):
+            self._observations[index] = self.simulators[index].attach_image(self._observations[index], image)
 
 
 def make_gsenv_vec(
@@ -137,19 +195,9 @@ class BatchedSplatRendering(VectorWrapper):
         return torch.stack(batch)
 
     def _with_images(self, observations: dict[str, Any], looks: list[Look]) -> dict[str, Any]:
-        """``observations`` with ``main_images``, row ``i`` rendered under ``looks[i]``: one
-        render call per distinct look."""
+        """``observations`` with ``main_images``, row ``i`` rendered under ``looks[i]``, all in one call."""
         poses = self.body_poses(observations["states"], observations["privileged_state"])
-        images = None
-        for look in dict.fromkeys(looks):
-            rows = [index for index, other in enumerate(looks) if other == look]
-            rendered = self._renderers(look).render(poses[rows]).cpu().numpy()
-            if len(rows) == len(looks):
-                images = rendered
-                break
-            if images is None:
-                images = np.empty((len(looks), *rendered.shape[1:]), rendered.dtype)
-            images[rows] = rendered
+        images = render_together([self._renderers(look) for look in looks], poses).cpu().numpy()
         return {"main_images": images, **observations}
 
     def _note_resets(self, infos: dict[str, Any]) -> None:

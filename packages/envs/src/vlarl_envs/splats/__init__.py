@@ -2,7 +2,8 @@
 
 - ``Gaussians``, ``read_ply`` / ``write_ply``: splat assets in the standard 3DGS PLY format.
 - ``SplatScene``, ``RigidBody``, ``SceneRenderer``: a static background plus bodies that move
-  with a simulator, rendered in batches with a cached background.
+  with a simulator, rendered in batches with a cached background; ``render_together``: a batch
+  whose rows each have a renderer of their own (camera, colours), in one rasterizer call.
 - ``make_rasterizer``: gsplat's CUDA rasterizer or ``TorchRasterizer``, a vectorized PyTorch
   one for CPUs; both give the same image.
 
@@ -13,7 +14,7 @@ from vlarl_envs.splats.backends import GsplatRasterizer, Rasterizer, TorchRaster
 from vlarl_envs.splats.camera import PinholeCamera
 from vlarl_envs.splats.gaussians import Gaussians
 from vlarl_envs.splats.ply import read_ply, write_ply
-from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene
+from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene, render_together
 
 __all__ = [
     "Gaussians",
@@ -26,5 +27,6 @@ __all__ = [
     "TorchRasterizer",
     "make_rasterizer",
     "read_ply",
+    "render_together",
     "write_ply",
 ]

@@ -170,16 +170,12 @@ class SceneRenderer:
         return means, quats, rotations
 
     @torch.no_grad()
-    def render_layers(
+    def splats(
         self, body_poses: torch.Tensor, features: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The bodies alone: premultiplied features (B, H, W, D) and coverage (B, H, W).
-
-        Args:
-            body_poses: (B, G, 4, 4) world poses of the bodies, in ``scene.bodies`` order.
-            features: (N, D) per-Gaussian values to blend instead of colours (e.g. one-hot
-                body labels for masks), or None for the Gaussians' colours.
-        """
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The bodies' Gaussians placed at ``body_poses`` (B, G, 4, 4), as the rasterizer takes them:
+        world means (B, N, 3), quats (B, N, 4), scales (B, N, 3), opacities (B, N) and the values
+        to blend (B, N, D), colours seen from the camera or ``features`` (N, D)."""
         means, quats, rotations = self.place(body_poses)
         batch = means.shape[0]
         if features is not None:
@@ -192,14 +188,25 @@ class SceneRenderer:
             asset_rotations = self._asset_rotations.index_select(0, self._body_index)
             asset_directions = (asset_rotations * body_directions[..., :, None]).sum(-2)  # R_asset^T d
             values = sh_to_rgb(self._sh.expand(batch, -1, -1, -1), asset_directions)
-        scales = self._scales.expand(batch, -1, -1)
-        opacities = self._opacities.expand(batch, -1)
-        return self._rasterize(means, quats, scales, opacities, values)
+        return means, quats, self._scales.expand(batch, -1, -1), self._opacities.expand(batch, -1), values
 
     @torch.no_grad()
-    def render(self, body_poses: torch.Tensor) -> torch.Tensor:
-        """uint8 (B, H, W, 3) images: bodies over the background over the backdrop."""
-        colour, coverage = self.render_layers(body_poses)
+    def render_layers(
+        self, body_poses: torch.Tensor, features: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The bodies alone: premultiplied features (B, H, W, D) and coverage (B, H, W).
+
+        Args:
+            body_poses: (B, G, 4, 4) world poses of the bodies, in ``scene.bodies`` order.
+            features: (N, D) per-Gaussian values to blend instead of colours (e.g. one-hot
+                body labels for masks), or None for the Gaussians' colours.
+        """
+        return self._rasterize(*self.splats(body_poses, features))
+
+    @torch.no_grad()
+    def over_background(self, colour: torch.Tensor, coverage: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, H, W, 3) images: the bodies' layers (``render_layers``) over the background
+        over the backdrop."""
         backdrop = self._backdrop
         background = self._background(colour.shape[0])
         if background is not None:
@@ -207,6 +214,11 @@ class SceneRenderer:
             backdrop = background_colour + (1 - background_coverage[..., None]) * backdrop
         image = colour + (1 - coverage[..., None]) * backdrop
         return (image.clamp(0, 1) * 255 + 0.5).to(torch.uint8)
+
+    @torch.no_grad()
+    def render(self, body_poses: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, H, W, 3) images: bodies over the background over the backdrop."""
+        return self.over_background(*self.render_layers(body_poses))
 
     @torch.no_grad()
     def body_masks(self, body_poses: torch.Tensor, names: Sequence[str], threshold: float = 0.5) -> torch.Tensor:
@@ -222,3 +234,55 @@ class SceneRenderer:
         labels = chosen.index_select(0, self._body_index).float()[:, None]
         share, _ = self.render_layers(body_poses, features=labels)
         return share[..., 0] > threshold
+
+
+@torch.no_grad()
+def render_together(renderers: Sequence[SceneRenderer], body_poses: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, H, W, 3): image ``i`` of the bodies at ``body_poses[i]`` (B, G, 4, 4) through
+    ``renderers[i]``, all B in one rasterizer call.
+
+    The renderers may differ in camera pose, colours, background and backdrop (GSEnv's robustness
+    looks, ``vlarl_envs.gsenv.restyle``) but must render the same bodies (the same number of
+    Gaussians each) at one image size on one device; each row then equals ``renderers[i].render``
+    of it up to float rounding in the batched compositing. The rows that share a renderer share
+    its cached background. On CUDA the call is one gsplat launch; ``TorchRasterizer`` composites
+    it in passes of ``PIXELS_PER_PASS`` pixels.
+    """
+    if len(renderers) != body_poses.shape[0]:
+        raise ValueError(f"render_together: {len(renderers)} renderers for {body_poses.shape[0]} rows of body poses")
+    groups: dict[int, tuple[SceneRenderer, list[int]]] = {}
+    for row, renderer in enumerate(renderers):
+        groups.setdefault(id(renderer), (renderer, []))[1].append(row)
+    first = renderers[0]
+    for renderer, _ in groups.values():
+        if (renderer.camera.width, renderer.camera.height, renderer.device, renderer._means.shape) != (
+            first.camera.width, first.camera.height, first.device, first._means.shape
+        ):
+            raise ValueError(
+                "render_together: renderers must share image size, device and Gaussian count; got "
+                f"{renderer.camera.width}x{renderer.camera.height} on {renderer.device} with "
+                f"{len(renderer._means)} Gaussians against {first.camera.width}x{first.camera.height} on "
+                f"{first.device} with {len(first._means)}"
+            )
+    parts = [renderer.splats(body_poses[rows]) for renderer, rows in groups.values()]
+    cameras = [
+        (renderer._view.expand(len(rows), 4, 4), renderer._intrinsics.expand(len(rows), 3, 3))
+        for renderer, rows in groups.values()
+    ]
+    colour, coverage = first.rasterizer.rasterize(
+        *(torch.cat([part[index] for part in parts]) for index in range(5)),
+        torch.cat([view for view, _ in cameras]),
+        torch.cat([intrinsics for _, intrinsics in cameras]),
+        first.camera.width,
+        first.camera.height,
+    )
+    if len(groups) == 1:
+        return first.over_background(colour, coverage)
+    images = torch.empty((len(renderers), first.camera.height, first.camera.width, 3), dtype=torch.uint8,
+                         device=first.device)  # fmt: skip
+    start = 0
+    for renderer, rows in groups.values():
+        stop = start + len(rows)
+        images[rows] = renderer.over_background(colour[start:stop], coverage[start:stop])
+        start = stop
+    return images

@@ -36,6 +36,8 @@ class ActionChunk(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     When the simulator env below implements :class:`DefersImages`, only the returned
     observation's images are rendered. Wrappers between the two must then leave images alone.
+    Where the caller has set ``defer_images`` already (a vector env that renders all its envs'
+    images in one call), the chunk leaves it set and returns the observation without images.
     """
 
     def __init__(self, env: gym.Env, chunk: int) -> None:
@@ -65,7 +67,7 @@ class ActionChunk(gym.Wrapper, gym.utils.RecordConstructorArgs):
         total_reward = 0.0
         terminated = truncated = False
         simulator = self.env.unwrapped
-        defers_images = isinstance(simulator, DefersImages)
+        defers_images = isinstance(simulator, DefersImages) and not simulator.defer_images
         if defers_images:
             simulator.defer_images = True
         try:
