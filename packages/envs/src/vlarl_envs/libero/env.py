@@ -28,6 +28,11 @@ Success Conditions:
     The episode terminates on success unless ``terminate_on_success=False`` and truncates after
     ``horizon`` steps (the suite's, as openpi caps them).
 
+Reward:
+    The env's own reward is the goal's progress in [0, 1] (``vlarl_envs.libero.progress``: the hand
+    near the object, the object near its target, for pick-and-place goals; 0 for others); the contract's
+    ``reward_mode`` turns it into what the learner is paid (``sparse`` by default: LIBERO's success).
+
 Observations: ``main_images`` from ``agentview`` and ``wrist_images`` from the eye-in-hand
 camera, both rotated 180 degrees as LIBERO's datasets are; ``states`` = end-effector position,
 its axis-angle and the two finger joints (8,); ``task_description``; ``privileged_state`` (89,),
@@ -57,6 +62,7 @@ from vlarl_envs.contract import (
     validate_options,
 )
 from vlarl_envs.libero.privileged import PRIVILEGED_STATE_DIM, PrivilegedStateReader
+from vlarl_envs.libero.progress import goal_progress, placing_pairs
 from vlarl_envs.libero.simulator import (
     MAIN_CAMERA,
     SETTLE_ACTION,
@@ -151,6 +157,7 @@ class LiberoEnv(gym.Env):
         self._simulator: Any = None
         self._simulator_bddl: Path | None = None
         self._read_privileged_state: PrivilegedStateReader | None = None
+        self._placing_pairs: tuple[tuple[int, int], ...] = ()
         self._task: str | None = None
         self._episode_task: LiberoTask | None = None
         self._elapsed = 0
@@ -195,6 +202,8 @@ class LiberoEnv(gym.Env):
             self._simulator = build_simulator(task, self.fast_render)
             self._simulator_bddl = task.bddl_file
             self._read_privileged_state = PrivilegedStateReader(self._simulator)
+            self._placing_pairs = placing_pairs(self._simulator.env.parsed_problem["goal_state"],
+                                                self._read_privileged_state.names)
         return self._simulator
 
     def episode_start(self, split: str, episode_id: int, task: str | None) -> tuple[str, int, np.random.Generator]:
@@ -238,13 +247,15 @@ class LiberoEnv(gym.Env):
         if self._task is None:
             raise RuntimeError(f"{self.env_id}: call reset() before step()")
         action = validate_action(self.env_id, action, self.action_space)
-        self._robot_obs, reward, done, _ = self._simulator.step(action.astype(np.float64))
+        self._robot_obs, _, done, _ = self._simulator.step(action.astype(np.float64))
         self._elapsed += 1
         success = bool(done)
         terminated = success and self.terminate_on_success
         truncated = self._elapsed >= self.horizon and not terminated
         info = {"success": success, "is_success": success, "task": self._task}
-        return self._observation(), float(reward), terminated, truncated, info
+        observation = self._observation()
+        progress = goal_progress(observation["privileged_state"], self._placing_pairs)
+        return observation, progress, terminated, truncated, info
 
     def _observation(self) -> dict[str, Any]:
         observation: dict[str, Any] = {}

@@ -18,7 +18,8 @@ from vlarl_envs.libero.suites import (
 from vlarl_envs.stack import CONTRACT_SPEC, wrap_contract
 
 LIBERO_REWARD_MAX = 1.0
-"""LIBERO's reward is its sparse success (1 on a success step); ``dense`` passes it through."""
+"""The env's own reward is its goal progress in [0, 1] (``vlarl_envs.libero.progress``), which ``dense``
+pays as it stands and ``shaped`` uses as its potential."""
 
 
 def libero_env_id(suite: str) -> str:
