@@ -289,7 +289,7 @@ def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
     assert train_main(["--help"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("vlarl-train [recipe=<name>]")
-    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: calvin_abc_d, demo, full, gsenv, libero_spatial, put_on_plate" in text
+    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: calvin_abc_d, demo, full, gsenv, libero_spatial, ml45, mt50, put_on_plate" in text
 
 
 def test_without_a_recipe_every_component_runs_once_on_device_zero():

@@ -49,7 +49,7 @@ def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
 
 
 def test_job_sizes_grow_from_demo_to_full():
-    assert available_jobs() == ["calvin_abc_d", "demo", "full", "gsenv", "libero_spatial", "put_on_plate"]
+    assert available_jobs() == ["calvin_abc_d", "demo", "full", "gsenv", "libero_spatial", "ml45", "mt50", "put_on_plate"]
     demo, full = job("demo"), job("full")
     assert (demo.job.size, full.job.size) == ("demo", "full")
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
@@ -149,6 +149,25 @@ def test_gsenv_job_scores_test_and_the_robustness_variations_on_the_same_layouts
     variations = Counter(family.group(option["task"], "robustness", option["episode_id"])
                          for option in options if option["split"] == "robustness")
     assert variations == {"camera": 10, "appearance": 10, "background": 10}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("recipe, job, tasks, scored", [("metaworld_50_ppo_openpi_tiny", "mt50", 50, 50 * 5),
+                                                        ("metaworld_45_ppo_openpi_tiny", "ml45", 45, 5 * 10)])
+def test_metaworld_suite_jobs_collect_every_task_and_score_the_recipes_env(tmp_path, recipe, job, tasks, scored):
+    from vlarl_envs import family_of
+
+    from vlarl_trainer.data.collector import collected_tasks
+    from vlarl_trainer.rl.evaluation import evaluation_options
+
+    config = load_config([f"recipe={recipe}", f"job={job}"])
+    assert config.job.size == job and describe_collection(config) == "2 per task"
+    assert config.actor == load_config([f"recipe={recipe}"]).actor
+    assert config.runner.max_steps % config.eval.interval == 0
+    validate(rl_stage_start(config, tmp_path))
+    family = family_of(config.env.id)
+    assert len(collected_tasks(config)) == tasks and all(family.expert(task) for task in collected_tasks(config))
+    assert len(evaluation_options(config)) == scored
 
 
 def test_calvin_job_scores_scene_d_and_its_chains():
@@ -262,7 +281,7 @@ def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys)
     assert "never overwrites" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
     assert main([RECIPE, "job=huge"]) == 2
-    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'gsenv', 'libero_spatial', 'put_on_plate']" in capsys.readouterr().err
+    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'gsenv', 'libero_spatial', 'ml45', 'mt50', 'put_on_plate']" in capsys.readouterr().err
     assert main(["job=demo"]) == 2
     assert "name a recipe" in capsys.readouterr().err
 
