@@ -89,6 +89,23 @@ def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run, monkeypatch):
     assert report_json(report)["chains"]["lengths"] == lengths
 
 
+@pytest.mark.sim
+@pytest.mark.slow
+def test_chains_play_every_task_when_the_env_holds_a_subset(calvin_run, monkeypatch):
+    """A run trained on a few tasks (env.kwargs.tasks) still plays CALVIN's chains, whose tasks are all 34."""
+    from vlarl_envs.testing import require_simulator
+
+    require_simulator("calvin_env")
+    import vlarl_envs.calvin.env as calvin_env_module
+
+    monkeypatch.setattr(calvin_env_module, "task_done", lambda task, start_info, info: True)
+    settings = [setting for setting in chain_settings(1) if not setting.startswith("env.kwargs=")]
+    config = load_config([*settings, f"env.kwargs={{obs_mode: rgb, image_size: {IMAGE_SIZE}, tasks: [open_drawer]}}"],
+                         need_recipe=False)
+    report = evaluate_checkpoint(config, calvin_run / "checkpoints" / "step_1" / "policy")
+    assert report["chains"]["lengths"] == [5]
+
+
 def test_chains_need_a_calvin_evaluation_env(tmp_path, capsys):
     metaworld = load_config(["recipe=metaworld_10_ppo_openpi_tiny", "eval.calvin_chains=5"])
     with pytest.raises(ValueError, match="plays CALVIN's evaluation chains, but the evaluation env is "

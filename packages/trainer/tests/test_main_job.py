@@ -245,6 +245,20 @@ def test_results_and_table_give_each_split_its_mean_where_there_are_several(tmp_
     assert "| test | mean |" not in format_table(None, one_split) and "| all | mean | 0.50 |" in format_table(None, one_split)
 
 
+def test_results_and_table_carry_calvins_chains_before_and_after():
+    config = load_config(["recipe=calvin_abc_d_ppo_openpi_tiny", "job=calvin_abc_d"])
+    before, after = report({("test", "open_drawer"): 0.2}), report({("test", "open_drawer"): 0.6})
+    before["metrics"].update({"eval/chains/success_1": 0.4, "eval/chains/average_length": 0.5})
+    after["metrics"].update({"eval/chains/success_1": 0.7, "eval/chains/average_length": 1.25})
+    results = job_results(config, [], before, after, {}, {}, {})
+    assert results["chains"] == {"success_1": {"before": 0.4, "after": 0.7},
+                                 "average_length": {"before": 0.5, "after": 1.25}}
+    text = format_table(before, after)
+    assert "| chains | success_1 | 0.40 | 0.70 |" in text and "| chains | average_length | 0.50 | 1.25 |" in text
+    assert "chains" not in job_results(config, [], report({("test", "a"): 0.1}), report({("test", "a"): 0.2}),
+                                       {}, {}, {})
+
+
 def test_logged_evaluation_reads_back_what_evaluate_logs(tmp_path):
     from vlarl_trainer.rl.evaluation import logged_evaluation
 

@@ -34,7 +34,7 @@ from typing import Any
 from vlarl_trainer.config import VlarlConfig, config_from_dict, to_dict
 from vlarl_trainer.metrics import logged_seconds
 from vlarl_trainer.plots import job_learning_curve
-from vlarl_trainer.rl.evaluation import format_table
+from vlarl_trainer.rl.evaluation import CHAIN_PREFIX, format_table
 from vlarl_trainer.rl.stopping import RunStopped
 from vlarl_trainer.run_dirs import make_run_dir, run_dir_path, run_exists_error
 
@@ -99,8 +99,9 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
                 resumed_from: int | None = None) -> dict[str, Any]:
     """What results.json holds: the settings (the recipe, job size, seed and the user's overrides, so that a
     record names every number its run changed, and the whole tree), success per task and split, per
-    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation) and per split before and after
-    RL, the SFT loss at its first and last log, timings, paths, and the RL step a resumed job continued
+    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation), per split and, where CALVIN's
+    chains were played, their success for 1 to 5 tasks in a row and average length before and after RL, the
+    SFT loss at its first and last log, timings, paths, and the RL step a resumed job continued
     from."""
     rows = [{"split": split, "task": task, "before": before["table"].get((split, task)), "after": rate}
             for (split, task), rate in sorted(after["table"].items())]
@@ -108,6 +109,8 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
               for (split, group), rate in sorted(after.get("groups", {}).items())]
     splits = [{"split": split, "before": before.get("splits", {}).get(split), "after": rate}
               for split, rate in after.get("splits", {}).items()]
+    chains = {name.removeprefix(CHAIN_PREFIX): {"before": before["metrics"].get(name), "after": value}
+              for name, value in after["metrics"].items() if name.startswith(CHAIN_PREFIX)}
     return {
         "recipe": config.recipe,
         "job": config.job.size,
@@ -117,6 +120,7 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
         "success": rows,
         "groups": groups,
         "splits": splits,
+        **({"chains": chains} if chains else {}),
         "mean": {"before": before["metrics"]["eval/success_once"], "after": after["metrics"]["eval/success_once"]},
         "sft_loss": sft_loss,
         "seconds": seconds,

@@ -24,6 +24,8 @@ from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS, policy_input
 IN_DISTRIBUTION_SPLITS = ("train", "test")
 """Every family's in-distribution splits; any other split (PutOnPlate's vision, semantic and execution,
 LIBERO-Pro's, MetaWorld's unseen phrasings) is out of distribution."""
+CHAIN_PREFIX = "eval/chains/"
+"""CALVIN's chain metrics: ``success_1`` .. ``success_5`` and ``average_length``."""
 OOD_AVERAGE = "ood_average"
 """The pseudo-split that holds the mean of the out-of-distribution splits' means (RLinf's OOD average)."""
 
@@ -245,7 +247,8 @@ def add_calvin_chains(report: dict[str, Any], config: VlarlConfig, policy: Any) 
 def play_calvin_chains(config: VlarlConfig, policy: Any) -> dict[str, Any]:
     """Play the first ``eval.calvin_chains`` evaluation chains on the evaluation env with ``policy``'s
     deterministic action chunks, here in this process: a chain is one env's sequence of tasks, so workers
-    would add start-up and no speed to a single stream of chains.
+    would add start-up and no speed to a single stream of chains. The chains are CALVIN's, over all 34
+    tasks, whatever subset of them ``env.kwargs.tasks`` trains and scores single episodes on.
 
     Returns ``lengths`` (tasks completed per chain), ``summary`` (``vlarl_envs.calvin.chains.summarize``)
     and ``metrics``: ``eval/chains/success_1`` .. ``success_5`` and ``eval/chains/average_length``."""
@@ -257,7 +260,8 @@ def play_calvin_chains(config: VlarlConfig, policy: Any) -> dict[str, Any]:
     scored = evaluation_env(config)
     policy = ChainPolicy(policy.eval())
     chains = evaluation_chains(config.eval.calvin_chains)
-    env = gym.make(scored.env.id, action_chunk=scored.env.action_chunk, **scored.env.kwargs)
+    every_task = {key: value for key, value in scored.env.kwargs.items() if key != "tasks"}
+    env = gym.make(scored.env.id, action_chunk=scored.env.action_chunk, **every_task)
     lengths = []
     try:
         with progress_bar(len(chains), "chains", "chain", config.runner.progress) as bar:
@@ -268,7 +272,7 @@ def play_calvin_chains(config: VlarlConfig, policy: Any) -> dict[str, Any]:
         env.close()
     summary = summarize(lengths)
     return {"lengths": lengths, "summary": summary,
-            "metrics": {f"eval/chains/{name}": value for name, value in summary.items()}}
+            "metrics": {f"{CHAIN_PREFIX}{name}": value for name, value in summary.items()}}
 
 
 def resolve_policy(path: str | Path) -> tuple[Path, Path | None]:
@@ -328,8 +332,8 @@ def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
 
 def format_table(before: dict | None, after: dict) -> str:
     """A Markdown table of success per split and task, then per split and group, then each split's mean
-    and the OOD average where there are several splits, then the mean over every episode: before and
-    after, when both exist."""
+    and the OOD average where there are several splits, then the mean over every episode, then CALVIN's
+    chains where they were played: before and after, when both exist."""
     nan = float("nan")
     rows = [(split, task, (before or {}).get("table", {}).get((split, task), nan), rate)
             for (split, task), rate in sorted(after["table"].items())]
@@ -341,6 +345,8 @@ def format_table(before: dict | None, after: dict) -> str:
                  for split, rate in after["splits"].items()]
     rows.append(("all", "mean", before["metrics"]["eval/success_once"] if before else nan,
                  after["metrics"]["eval/success_once"]))
+    rows += [("chains", name.removeprefix(CHAIN_PREFIX), (before or {}).get("metrics", {}).get(name, nan), value)
+             for name, value in after["metrics"].items() if name.startswith(CHAIN_PREFIX)]
     if before:
         lines = ["| split | task | before | after |", "|---|---|---|---|"]
         lines += [f"| {split} | {label} | {was:.2f} | {rate:.2f} |" for split, label, was, rate in rows]
