@@ -52,7 +52,7 @@ def test_tasks_splits_and_experts_per_id():
     assert maniskill.tasks("vlarl/ManiSkill-PickCube-v1") == ("PickCube",)
     assert maniskill.splits("vlarl/ManiSkill-PickCube-v1") == ("train", "test", "semantic")
     assert maniskill.group("PickCube", "test", 0) is None
-    assert maniskill.group("PutOnPlate", "train", 7) == "none"
+    assert maniskill.group("PutOnPlate", "train", 7) is None
     assert maniskill.group("PutOnPlate", "vision", 7 + 5) == "noise_weak"
     assert maniskill.group("PutOnPlate", "semantic", 5 + 4) == "multi_plate"
     assert maniskill.expert("PushT") is None and maniskill.batched

@@ -26,9 +26,12 @@ def gsenv_expert(task: str):
 
 
 def gsenv_variation(task: str, split: str, episode_id: int) -> str | None:
-    """An episode's ``info["variation"]``: ``camera``, ``appearance`` or ``background`` in ``robustness``
-    (each reported on its own), ``none`` in ``train`` and ``test``."""
-    return variation(split, episode_id) if task == TASK_NAME else None
+    """The evaluation group of a ``robustness`` episode, its ``info["variation"]`` (``camera``,
+    ``appearance`` or ``background``, each reported on its own); None in ``train`` and ``test``, whose
+    split's own figure says it all."""
+    if task != TASK_NAME or split != "robustness":
+        return None
+    return variation(split, episode_id)
 
 
 GSENV_FAMILY = EnvFamily(

@@ -53,8 +53,9 @@ def maniskill_episode_vec(env_id: str, num_envs: int, **env_kwargs):
 
 
 def put_on_plate_variation(task: str, split: str, episode_id: int) -> str | None:
-    """PutOnPlate reports each out-of-distribution variation (``table``, ``lighting``, ...) on its own."""
-    if task != PUT_ON_PLATE:
+    """PutOnPlate reports each out-of-distribution variation (``table``, ``lighting``, ...) on its own; the
+    ``train`` split, which varies nothing, has no group."""
+    if task != PUT_ON_PLATE or split == "train":
         return None
     from vlarl_envs.maniskill.put_on_plate.episodes import VARIATIONS
 
