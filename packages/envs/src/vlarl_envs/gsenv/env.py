@@ -51,6 +51,7 @@ from vlarl_envs.contract import (
 )
 from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME, sample_layout
 from vlarl_envs.gsenv.robustness import ROBUSTNESS_SPLIT, sample_look
+from vlarl_envs.maniskill.tasks import step_without_cameras
 
 if TYPE_CHECKING:
     from vlarl_envs.gsenv.restyle import LookRenderers
@@ -248,12 +249,7 @@ class GSEnv(gym.Env):
         observation taken in "state" mode: ``_render_camera`` renders it later if asked)."""
         if self.task._obs_mode == "state" or (self.obs_mode == "rgb" and not self.defer_images):
             return self.task.step(actions)
-        obs_mode = self.task._obs_mode
-        self.task._obs_mode = "state"
-        try:
-            return self.task.step(actions)
-        finally:
-            self.task._obs_mode = obs_mode
+        return step_without_cameras(self.task, actions)
 
     def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
         """``DefersImages``: ``observation`` with the image of the current state, as a step without

@@ -35,7 +35,14 @@ from vlarl_envs.contract import check_obs_mode, validate_action, validate_choice
 from vlarl_envs.maniskill.episodes import PutOnPlateEpisodes, SeededEpisodes, reset_arguments
 from vlarl_envs.maniskill.instructions import MANISKILL_INSTRUCTIONS
 from vlarl_envs.maniskill.observations import ObservationAdapter
-from vlarl_envs.maniskill.tasks import CONTROL_MODES, MANISKILL_TASKS, ManiSkillTask, build_simulator, registered_horizon
+from vlarl_envs.maniskill.tasks import (
+    CONTROL_MODES,
+    MANISKILL_TASKS,
+    ManiSkillTask,
+    build_simulator,
+    registered_horizon,
+    step_without_cameras,
+)
 
 
 @dataclass(frozen=True)
@@ -155,7 +162,7 @@ class ManiSkillEnv(gym.Env):
         action = validate_action(self.env_id, action, self.action_space)
         deferred = self.defer_images and self.obs_mode == "rgb"
         if deferred:
-            raw, reward, sim_terminated, _, sim_info = self._step_without_cameras(action)
+            raw, reward, sim_terminated, _, sim_info = step_without_cameras(self.simulator, action)
         else:
             raw, reward, sim_terminated, _, sim_info = self.simulator.step(action)
         self._elapsed += 1
@@ -169,17 +176,6 @@ class ManiSkillEnv(gym.Env):
         observation = self.adapter.single(raw, self._instruction)
         self._last_observation = observation
         return observation, float(reward), terminated, truncated, {"success": success, "is_success": success}
-
-    def _step_without_cameras(self, action):
-        """ManiSkill's step with its observation taken in "state" mode: no camera renders, the flat
-        state vector instead of the dict (the same vector as the dict's ``state``)."""
-        simulator = self.simulator.unwrapped
-        obs_mode = simulator._obs_mode
-        simulator._obs_mode = "state"
-        try:
-            return self.simulator.step(action)
-        finally:
-            simulator._obs_mode = obs_mode
 
     def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
         """The observation of the current state with its images: what a step without deferral returns."""

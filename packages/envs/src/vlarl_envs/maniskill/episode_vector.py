@@ -26,7 +26,7 @@ from vlarl_envs.contract import validate_options
 from vlarl_envs.maniskill.env import TaskSetup
 from vlarl_envs.maniskill.episodes import reset_arguments
 from vlarl_envs.maniskill.observations import ObservationAdapter
-from vlarl_envs.maniskill.tasks import build_simulator
+from vlarl_envs.maniskill.tasks import build_simulator, step_without_cameras
 from vlarl_envs.vector import make_episode_vec
 from vlarl_envs.wrappers.reward_mode import resolve_reward_mode, step_reward
 
@@ -190,13 +190,8 @@ class ManiSkillEpisodeVectorEnv:
         camera renders); returns the flat state, the simulator's reward and its info."""
         import torch
 
-        simulator = self.simulator.unwrapped
-        obs_mode = simulator._obs_mode
-        simulator._obs_mode = "state"
-        try:
-            flat, reward, _, _, info = self.simulator.step(torch.as_tensor(actions, device=simulator.device))
-        finally:
-            simulator._obs_mode = obs_mode
+        actions = torch.as_tensor(actions, device=self.simulator.unwrapped.device)
+        flat, reward, _, _, info = step_without_cameras(self.simulator, actions)
         return flat, reward, info
 
     def _observe(self, envs: np.ndarray, flat) -> None:

@@ -133,6 +133,19 @@ def build_simulator(
         raise
 
 
+def step_without_cameras(simulator: Any, actions: Any) -> tuple:
+    """ManiSkill's ``step`` with its observation taken in "state" mode: no camera renders, and the flat
+    state vector in place of the observation dict (the same vector as the dict's ``state``). What an env
+    that defers images steps within an action chunk; ``simulator.get_obs()`` renders the cameras later."""
+    env = simulator.unwrapped
+    obs_mode = env._obs_mode
+    env._obs_mode = "state"
+    try:
+        return simulator.step(actions)
+    finally:
+        env._obs_mode = obs_mode
+
+
 def simulator_class(task: ManiSkillTask) -> type:
     """ManiSkill's env class of ``task`` (PutOnPlate's is defined in this package)."""
     if task.maniskill_id is None:
