@@ -107,6 +107,17 @@ def test_libero_spatial_job_collects_every_task_and_scores_ten_states_of_each_in
     assert {option["episode_id"] for option in options} == set(range(10))
 
 
+def sized_job(tmp_path, recipe: str, job_name: str, demonstrations: str):
+    """``job=<job_name>`` on its recipe, checked as every job is: its size and demonstrations, the recipe's
+    actor settings, an evaluation on the last RL step, and a tree that validates."""
+    config = load_config([f"recipe={recipe}", f"job={job_name}"])
+    assert config.job.size == job_name and describe_collection(config) == demonstrations
+    assert config.actor == load_config([f"recipe={recipe}"]).actor
+    assert config.runner.max_steps % config.eval.interval == 0
+    validate(rl_stage_start(config, tmp_path))
+    return config
+
+
 @pytest.mark.sim
 def test_put_on_plate_job_scores_every_split_with_its_variations_in_turn(tmp_path):
     from vlarl_envs import family_of
@@ -115,11 +126,7 @@ def test_put_on_plate_job_scores_every_split_with_its_variations_in_turn(tmp_pat
     from vlarl_trainer.rl.evaluation import evaluation_options
 
     require_simulator("mani_skill")
-    config = load_config(["recipe=maniskill_ppo_openpi_tiny", "job=put_on_plate"])
-    assert config.job.size == "put_on_plate" and describe_collection(config) == "100 per task"
-    assert config.actor == load_config(["recipe=maniskill_ppo_openpi_tiny"]).actor
-    assert config.runner.max_steps % config.eval.interval == 0
-    validate(rl_stage_start(config, tmp_path))
+    config = sized_job(tmp_path, "maniskill_ppo_openpi_tiny", "put_on_plate", "100 per task")
     family = family_of(config.env.id)
     options = evaluation_options(config)
     assert len(options) == 4 * 30 and {option["split"] for option in options} == {"train", "vision", "semantic", "execution"}
@@ -138,11 +145,7 @@ def test_gsenv_job_scores_test_and_the_robustness_variations_on_the_same_layouts
     from vlarl_trainer.rl.evaluation import evaluation_options
 
     require_simulator("mani_skill")
-    config = load_config(["recipe=gsenv_ppo_openpi_pi05_tiny", "job=gsenv"])
-    assert config.job.size == "gsenv" and describe_collection(config) == "100 per task"
-    assert config.actor == load_config(["recipe=gsenv_ppo_openpi_pi05_tiny"]).actor
-    assert config.runner.max_steps % config.eval.interval == 0
-    validate(rl_stage_start(config, tmp_path))
+    config = sized_job(tmp_path, "gsenv_ppo_openpi_pi05_tiny", "gsenv", "100 per task")
     family = family_of(config.env.id)
     options = evaluation_options(config)
     assert len(options) == 2 * 30 and {option["split"] for option in options} == {"test", "robustness"}
@@ -160,11 +163,7 @@ def test_metaworld_suite_jobs_collect_every_task_and_score_the_recipes_env(tmp_p
     from vlarl_trainer.data.collector import collected_tasks
     from vlarl_trainer.rl.evaluation import evaluation_options
 
-    config = load_config([f"recipe={recipe}", f"job={job}"])
-    assert config.job.size == job and describe_collection(config) == "2 per task"
-    assert config.actor == load_config([f"recipe={recipe}"]).actor
-    assert config.runner.max_steps % config.eval.interval == 0
-    validate(rl_stage_start(config, tmp_path))
+    config = sized_job(tmp_path, recipe, job, "2 per task")
     family = family_of(config.env.id)
     assert len(collected_tasks(config)) == tasks and all(family.expert(task) for task in collected_tasks(config))
     assert len(evaluation_options(config)) == scored
