@@ -454,3 +454,32 @@ def test_gsplat_and_torch_backends_render_the_same_image():
     on_cpu = SceneRenderer(scene, cam, make_rasterizer("torch", "cpu")).render_layers(batch)
     torch.testing.assert_close(on_gpu[0].cpu(), on_cpu[0], atol=2e-3, rtol=1e-2)
     torch.testing.assert_close(on_gpu[1].cpu(), on_cpu[1], atol=2e-3, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_torch_rasterizer_renders_on_cuda_as_on_the_cpu():
+    """Needs CUDA: the PyTorch rasterizer keeps every tensor it makes on the scene's device."""
+    scene = two_body_scene(sh_degree=1)
+    cam = camera(64, 48)
+    batch = poses(([0.0, 0.0, 0.0], [0.2, 0.1, 0.0]), ([0.1, -0.1, 0.05], [-0.2, 0.2, 0.0]))
+    on_gpu = SceneRenderer(scene, cam, make_rasterizer("torch", "cuda")).render(batch.cuda())
+    on_cpu = SceneRenderer(scene, cam, make_rasterizer("torch", "cpu")).render(batch)
+    assert on_gpu.device.type == "cuda"
+    assert (on_gpu.cpu().int() - on_cpu.int()).abs().max() <= 1
+
+
+@pytest.mark.gpu
+def test_renderers_of_other_cameras_render_together_in_one_gsplat_call():
+    """Needs CUDA: GSEnv's one-call render of every env's look through gsplat (what the env workers do on a
+    GPU) draws each row as its renderer draws it alone, and as the CPU rasterizer draws it."""
+    scene = two_body_scene(sh_degree=1)
+    gsplat, cpu = make_rasterizer("gsplat", "cuda"), TorchRasterizer()
+    views = [dict(), dict(eye=(1.9, 0.6, 1.1)), dict()]
+    on_gpu = [SceneRenderer(scene, camera(32, 24, **view), gsplat) for view in views]
+    on_cpu = [SceneRenderer(scene, camera(32, 24, **view), cpu) for view in views]
+    batch = poses(([0.0, 0.0, 0.0], [0.2, 0.1, 0.0]), ([0.1, -0.1, 0.05], [-0.2, 0.2, 0.0]), ([0, 0, 0], [0, 0, 0.2]))
+    alone = torch.cat([renderer.render(batch[index : index + 1].cuda()) for index, renderer in enumerate(on_gpu)])
+    together = render_together(on_gpu, batch.cuda())
+    assert together.device.type == "cuda"
+    assert (together.int() - alone.int()).abs().max() <= 1
+    assert (together.cpu().int() - render_together(on_cpu, batch).int()).abs().max() <= 2

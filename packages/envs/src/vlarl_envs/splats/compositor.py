@@ -73,7 +73,7 @@ def _composite_blocks(projected: ProjectedGaussians, values: torch.Tensor, width
     batch, count = projected.depths.shape
     pixel_count = batch * height * width
     output = values.new_zeros(values.shape[0], pixel_count)
-    log_transmittance = torch.zeros(pixel_count)  # per pixel, after the blocks done so far
+    log_transmittance = torch.zeros(pixel_count, device=values.device)  # per pixel, after the blocks done so far
     for pixel, source, power in _pair_blocks(projected, width, height, log_transmittance):
         pixels_hit, pairs_per_pixel = torch.unique_consecutive(pixel, return_counts=True)
 
@@ -109,8 +109,8 @@ def _open_regions(log_transmittance: torch.Tensor, batch: int, width: int, heigh
 def _expand(counts: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
     """For ``counts`` (K,) items of ``total`` children: each child's item (total,) and its
     position among its item's children (total,)."""
-    item = torch.repeat_interleave(torch.arange(len(counts)), counts, output_size=total)
-    position = torch.arange(total) - (torch.cumsum(counts, 0) - counts).index_select(0, item)
+    item = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts, output_size=total)
+    position = torch.arange(total, device=counts.device) - (torch.cumsum(counts, 0) - counts).index_select(0, item)
     return item, position
 
 
