@@ -142,7 +142,7 @@ def main() -> None:
     print("| image | Gaussians | batch | gsplat CUDA ms (per image) | torch CUDA ms (per image) | torch CPU ms (per image) "
           "| torch CUDA / gsplat | torch CPU / gsplat |")
     print("|---|---|---|---|---|---|---|---|")
-    agreements = []
+    agreements, cpu_agreements = [], []
     for size, (scene, camera) in scenes.items():
         renderers = {
             "gsplat": SceneRenderer(scene, camera, make_rasterizer("gsplat", "cuda")),
@@ -161,17 +161,14 @@ def main() -> None:
             ratios = [f"{times[name] / times['gsplat']:.1f}x" if name in times else "-" for name in ("torch_cuda", "torch_cpu")]
             print(f"| {size}x{size} | {scene.gaussian_count():,} | {batch} | " + " | ".join(cells + ratios) + " |")
             if batch == max(BATCHES):
-                agreements.append((size, batch, images))
+                agreements.append((size, batch, "torch on CUDA", images["gsplat"], images["torch_cuda"]))
+            if batch == max(CPU_BATCHES):
+                cpu_agreements.append((size, batch, "torch on the CPU", images["gsplat"], images["torch_cpu"]))
     print("\nImage agreement with gsplat (uint8 images of the same states)")
     print("| image | images | rasterizer | mean abs diff | max abs diff | values > 2 levels apart | PSNR (dB) |")
     print("|---|---|---|---|---|---|---|")
-    for size, batch, images in agreements:
-        print(f"| {size}x{size} | {batch} | torch on CUDA | {agreement(images['gsplat'], images['torch_cuda'])} |")
-    for size, (scene, camera) in scenes.items():
-        batch_poses = poses[: max(CPU_BATCHES)]
-        gsplat_images = SceneRenderer(scene, camera, make_rasterizer("gsplat", "cuda")).render(batch_poses).cpu()
-        cpu_images = SceneRenderer(scene, camera, make_rasterizer("torch", "cpu")).render(batch_poses)
-        print(f"| {size}x{size} | {max(CPU_BATCHES)} | torch on the CPU | {agreement(gsplat_images, cpu_images)} |")
+    for size, batch, rasterizer, reference, other in agreements + cpu_agreements:
+        print(f"| {size}x{size} | {batch} | {rasterizer} | {agreement(reference, other)} |")
 
 
 if __name__ == "__main__":
