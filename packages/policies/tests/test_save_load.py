@@ -115,3 +115,34 @@ def test_published_presets_are_pi0_sized(count_parameters):
     assert 3.1e9 < count_parameters("pi0", "base") < 3.4e9
     assert 3.1e9 < count_parameters("pi05", "base") < 3.4e9
     assert Pi0Config().action_horizon == 50 and Pi05Config().action_horizon == 10
+
+
+@pytest.mark.parametrize(("name", "settings"), [("pi05", {"noise_level": 0.2}),
+                                                ("pi0", {"noise_anneal": True, "noise_params": [0.6, 0.2, 50]}),
+                                                ("openvla_oft", {"temperature": 0.5, "top_k": 9})])
+def test_resample_saved_changes_only_the_sampling_settings(make_tiny, make_obs, tmp_path, name, settings):
+    policy = make_tiny(name)
+    policy.save_pretrained(tmp_path / "sft")
+    written = vlarl_policies.resample_saved(tmp_path / "sft", tmp_path / "rl", **settings)
+    resampled = vlarl_policies.from_pretrained(written)
+    assert resampled.config == policy.config.replace(**settings) != policy.config
+    for key, value in policy.state_dict().items():
+        assert torch.equal(resampled.state_dict()[key], value)
+    obs = make_obs(2)
+    assert torch.equal(resampled.act(obs, deterministic=True).actions, policy.act(obs, deterministic=True).actions)
+    assert vlarl_policies.from_pretrained(tmp_path / "sft").config == policy.config
+
+
+def test_resample_saved_refuses_other_fields_bad_values_and_an_existing_target(make_tiny, tmp_path):
+    make_tiny("pi0").save_pretrained(tmp_path / "sft")
+    with pytest.raises(ValueError, match=r"only its sampling settings \['noise_level', 'noise_anneal', "
+                                         r"'noise_params'\], got \['action_chunk'\]"):
+        vlarl_policies.resample_saved(tmp_path / "sft", tmp_path / "rl", action_chunk=2, noise_level=0.2)
+    with pytest.raises(ValueError, match="noise_level must be >= 0, got -1"):
+        vlarl_policies.resample_saved(tmp_path / "sft", tmp_path / "rl", noise_level=-1)
+    assert not (tmp_path / "rl").exists()
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl" / "kept.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not empty"):
+        vlarl_policies.resample_saved(tmp_path / "sft", tmp_path / "rl", noise_level=0.2)
+    assert [p.name for p in (tmp_path / "rl").iterdir()] == ["kept.txt"]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from vlarl_trainer.config import available_recipes, load_config
-from vlarl_trainer.rl.validation import validate
+from vlarl_trainer.rl.validation import sampling_overrides, validate
 
 CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise", "metaworld_10_grpo_openpi_tiny",
                "metaworld_10_ppo_openvlaoft_tiny", "metaworld_10_grpo_openvlaoft_tiny", "metaworld_45_ppo_openpi_tiny",
@@ -201,16 +201,26 @@ def saved_policy(directory, **settings):
 
 def test_checkpoint_saved_with_the_recipes_settings_passes(tmp_path):
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny"])
-    saved = saved_policy(tmp_path / "sft", **config.policy.kwargs, action_chunk=config.env.action_chunk,
+    saved = saved_policy(tmp_path / "sft", type="pi0", **config.policy.kwargs, action_chunk=config.env.action_chunk,
                          noise_logvar_range=[0.08, 0.16])
     validate(load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={saved}"]))
 
 
 def test_checkpoint_saved_with_other_settings_is_named(tmp_path):
-    saved = saved_policy(tmp_path / "sft", noise_method="flow_sde", noise_level=0.5, add_value_head=True, action_chunk=4)
+    saved = saved_policy(tmp_path / "sft", type="pi0", noise_method="flow_noise", noise_level=0.5, add_value_head=True,
+                         action_chunk=4)
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={saved}"])
-    with pytest.raises(ValueError, match=r"action_chunk: asked 5, saved 4, noise_level: asked 1.0, saved 0.5\)"):
+    with pytest.raises(ValueError, match=r"\(action_chunk: asked 5, saved 4, noise_method: asked 'flow_sde', "
+                                         r"saved 'flow_noise'\)"):
         validate(config)
+
+
+def test_sampling_settings_may_differ_from_the_checkpoints(tmp_path):
+    saved = saved_policy(tmp_path / "sft", type="pi0", noise_method="flow_sde", noise_level=0.5, add_value_head=True,
+                         action_chunk=5)
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={saved}"])
+    validate(config)
+    assert sampling_overrides(config) == {"noise_level": 1.0}
 
 
 def test_mandatory_checkpoint_is_named():
@@ -300,3 +310,22 @@ def test_without_a_recipe_every_component_runs_once_on_device_zero():
     spread = load_config(["recipe=maniskill_ppo_openvla"]).cluster.component_placement
     assert {component: len(processes) for component, processes in parse_component_placement(spread).items()} == {
         "env": 4, "rollout": 4, "actor": 8}
+
+
+def test_the_run_starts_from_a_copy_that_samples_as_asked(tmp_path):
+    import torch
+    import vlarl_policies
+
+    from vlarl_trainer.rl.runner import initial_policy
+
+    sft = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, action_chunk=5, noise_level=0.5)
+    sft.save_pretrained(tmp_path / "sft")
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={tmp_path / 'sft'}"])
+    start = initial_policy(config, None, tmp_path / "run", [])
+    assert start == str(tmp_path / "run" / "initial_policy")
+    resampled = vlarl_policies.from_pretrained(start)
+    assert resampled.config == sft.config.replace(noise_level=1.0)
+    assert all(torch.equal(value, sft.state_dict()[key]) for key, value in resampled.state_dict().items())
+    assert initial_policy(config, None, tmp_path / "run", []) == start
+    same = load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={start}"])
+    assert initial_policy(same, None, tmp_path / "other", []) == start

@@ -66,6 +66,9 @@ class PolicyConfig:
     """Base of the registered policy configs; subclasses set ``type`` and add their fields."""
 
     type: ClassVar[str] = ""
+    sampling_fields: ClassVar[tuple[str, ...]] = ()
+    """Fields that only change how ``act`` samples, never what the weights mean (pi0's flow-SDE noise,
+    OpenVLA's temperature): an RL run may sample a saved policy with other values (``resample_saved``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the ``type`` tag first; tuples become lists."""

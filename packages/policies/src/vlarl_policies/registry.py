@@ -6,13 +6,16 @@ Names map to ``"module:Class"`` strings imported on first use, so importing the 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from vlarl_policies.base import VLAPolicy, read_config
+from vlarl_policies.base import CONFIG_FILE, VLAPolicy, read_config, write_directory_atomically
 from vlarl_policies.tokenizer import PromptTokenizer, instruction_corpus
 
 POLICIES: dict[str, str] = {
@@ -67,7 +70,45 @@ def make(
 
 def from_pretrained(path: str | Path) -> VLAPolicy:
     """Load any policy written by ``save_pretrained``; its ``config.json`` names the class."""
-    config = read_config(Path(path))
+    return policy_class(saved_type(Path(path))).from_pretrained(path)
+
+
+def saved_type(directory: Path) -> str:
+    """The registered name a ``save_pretrained`` directory's ``config.json`` gives its policy."""
+    config = read_config(directory)
     if "type" not in config:
-        raise ValueError(f"{Path(path) / 'config.json'} has no 'type' field naming the policy")
-    return policy_class(config["type"]).from_pretrained(path)
+        raise ValueError(f"{directory / CONFIG_FILE} has no 'type' field naming the policy")
+    return config["type"]
+
+
+def resample_saved(source: str | Path, target: str | Path, **settings: Any) -> Path:
+    """Write to ``target`` the policy saved at ``source`` with other sampling ``settings``.
+
+    RL chooses its exploration (pi0's flow-SDE ``noise_level``, OpenVLA's ``temperature``) per run, while
+    an SFT checkpoint carries whatever its run was made with. Only the config's ``sampling_fields`` may
+    change; the weights and tokenizer files are hard-linked (copied where the filesystem cannot link),
+    and ``target`` appears whole or not at all. An existing ``target`` raises FileExistsError.
+    """
+    source, target = Path(source), Path(target)
+    saved = read_config(source)
+    config_class = policy_class(saved_type(source)).config_class
+    others = sorted(set(settings) - set(config_class.sampling_fields))
+    if others:
+        raise ValueError(f"a saved {saved['type']} policy can change only its sampling settings "
+                         f"{list(config_class.sampling_fields)}, got {others}")
+    config = config_class.from_dict({**saved, **settings})
+
+    def write(staging: Path) -> None:
+        for entry in source.iterdir():
+            if entry.name == CONFIG_FILE:
+                continue
+            if entry.is_dir():
+                shutil.copytree(entry, staging / entry.name)
+                continue
+            try:
+                os.link(entry, staging / entry.name)
+            except OSError:
+                shutil.copy2(entry, staging / entry.name)
+        (staging / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+
+    return write_directory_atomically(target, write, overwrite=False)

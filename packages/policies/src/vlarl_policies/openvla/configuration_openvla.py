@@ -22,6 +22,7 @@ class OpenVLAConfig(PolicyConfig):
     """OpenVLA: the Prismatic VLM whose Llama decodes each action dimension as one of 256 bin tokens."""
 
     type: ClassVar[str] = "openvla"
+    sampling_fields: ClassVar[tuple[str, ...]] = ("temperature", "top_k")
 
     # Environment interface: A, S (OpenVLA reads no state) and the cameras read from obs_batch.
     action_dim: int = 7

@@ -21,6 +21,7 @@ class Pi0Config(PolicyConfig):
     """pi0: PaliGemma prefix (images + instruction), action expert with a state token and time MLP."""
 
     type: ClassVar[str] = "pi0"
+    sampling_fields: ClassVar[tuple[str, ...]] = ("noise_level", "noise_anneal", "noise_params")
     # pi0.5 switches these on: adaptive RMSNorm time conditioning and the state written into the prompt.
     adarms_expert: ClassVar[bool] = False
     state_in_prompt: ClassVar[bool] = False

@@ -33,7 +33,7 @@ from vlarl_trainer.rl.evaluation import (
 from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
 from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
-from vlarl_trainer.rl.validation import Layout, validate, validate_evaluation_env
+from vlarl_trainer.rl.validation import Layout, sampling_overrides, validate, validate_evaluation_env
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
 from vlarl_trainer.rl.workers.policy_loading import load_policy
@@ -73,18 +73,23 @@ def auto_resumed_config(config: VlarlConfig, overrides: list[str]) -> VlarlConfi
 
 
 def initial_policy(config: VlarlConfig, layout: Layout, run_dir: Path, instructions: list[str]) -> str:
-    """The directory every worker loads the starting policy from.
+    """The directory every worker loads the starting policy from: ``policy.pretrained``, or the run's
+    ``initial_policy`` where the run makes one (a new policy, or the pretrained one with the sampling
+    settings ``policy.kwargs`` changes, such as a flow-SDE noise level its SFT run did not use).
 
     A run resumed before its first checkpoint finds the first policy it wrote already there and starts
     from that one: it is written atomically, so it is whole, and it is the policy the run began with.
     """
-    if config.policy.pretrained is not None:
+    resampled = sampling_overrides(config) if config.policy.pretrained is not None else {}
+    if config.policy.pretrained is not None and not resampled:
         return config.policy.pretrained
     written = run_dir / "initial_policy"
     if written.exists():
         return str(written)
     import vlarl_policies
 
+    if resampled:
+        return str(vlarl_policies.resample_saved(config.policy.pretrained, written, **resampled))
     torch.manual_seed(config.runner.seed)
     policy = vlarl_policies.make(
         config.policy.name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 
@@ -95,6 +96,8 @@ def check_policy_settings(config: VlarlConfig) -> None:
 def check_pretrained_matches(config: VlarlConfig) -> None:
     """A saved policy is loaded as saved: every ``policy.kwargs`` entry and the env's action chunk must
     agree with its config.json, or the run would silently sample with other settings than asked for.
+    Its sampling settings (``sampling_fields``: pi0's ``noise_level``, OpenVLA's ``temperature``) are the
+    exception, which the run applies to its own copy (``sampling_overrides``).
 
     A directory without config.json (a published layout) is left to the policy's own loader."""
     from vlarl_policies.base import CONFIG_FILE, read_config
@@ -103,16 +106,33 @@ def check_pretrained_matches(config: VlarlConfig) -> None:
     if not (directory / CONFIG_FILE).is_file():
         return
     saved = read_config(directory)
+    resampled = sampling_overrides(config)
     wanted = {**config.policy.kwargs, "action_chunk": config.env.action_chunk}
     # A JSON round trip compares tuples and lists (and ints and floats) alike.
     differ = {key: (value, saved.get(key)) for key, value in json.loads(json.dumps(wanted)).items()
-              if key in saved and saved[key] != value}
+              if key in saved and saved[key] != value and key not in resampled}
     if differ:
         listed = ", ".join(f"{key}: asked {asked!r}, saved {had!r}" for key, (asked, had) in sorted(differ.items()))
         raise ValueError(
             f"policy.pretrained={config.policy.pretrained} was saved with other settings than this run asks for "
             f"({listed}); train it with these settings (vlarl-main-job does) or set them to the saved values"
         )
+
+
+def sampling_overrides(config: VlarlConfig) -> dict[str, Any]:
+    """The ``policy.kwargs`` entries that change how the saved ``policy.pretrained`` samples: its config's
+    ``sampling_fields`` whose values differ from the saved ones (none for a published layout)."""
+    import vlarl_policies
+    from vlarl_policies.base import CONFIG_FILE, read_config
+    from vlarl_policies.registry import saved_type
+
+    directory = Path(config.policy.pretrained)
+    if not (directory / CONFIG_FILE).is_file():
+        return {}
+    saved = read_config(directory)
+    fields = vlarl_policies.policy_class(saved_type(directory)).config_class.sampling_fields
+    asked = json.loads(json.dumps({key: value for key, value in config.policy.kwargs.items() if key in fields}))
+    return {key: value for key, value in asked.items() if saved.get(key) != value}
 
 
 def require(condition: bool, message: str) -> None:
