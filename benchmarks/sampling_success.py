@@ -43,11 +43,12 @@ def play(vec, policy, options: list[dict], deterministic: bool, max_chunks: int)
     return successes
 
 
-def parse_setting(text: str) -> dict:
+def parse_setting(text: str) -> tuple[str, dict]:
+    """``name=value`` as its own label and the config change it asks for."""
     name, _, value = text.partition("=")
     if not value:
         raise argparse.ArgumentTypeError(f"expected a sampling setting as name=value (noise_level=0.2), got {text!r}")
-    return {name: json.loads(value)}
+    return text, {name: json.loads(value)}
 
 
 def main() -> None:
@@ -68,7 +69,7 @@ def main() -> None:
 
     policy = vlarl_policies.from_pretrained(args.policy).eval()
     fields = type(policy.config).sampling_fields
-    unknown = sorted({name for setting in args.settings for name in setting} - set(fields))
+    unknown = sorted({name for _, setting in args.settings for name in setting} - set(fields))
     if unknown:
         parser.error(f"{policy.config.type} samples with {list(fields)}; {unknown} are not among them")
     vec = family_of(args.env_id).make_episode_vec(args.env_id, args.num_envs, action_chunk=args.action_chunk,
@@ -78,7 +79,7 @@ def main() -> None:
     print(f"{args.env_id} {args.split} episodes {args.first}-{args.first + args.episodes - 1}, {args.policy}")
     print(f"{'sampling':<28} {'success':>8} {'episodes':>9} {'seconds':>8}")
     try:
-        for label, setting in [("deterministic", None), *((", ".join(f"{k}={v}" for k, v in s.items()), s) for s in args.settings)]:
+        for label, setting in [("deterministic", None), *args.settings]:
             policy.config = saved if setting is None else saved.replace(**setting)
             torch.manual_seed(args.seed)
             started = time.perf_counter()

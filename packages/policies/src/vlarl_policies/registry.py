@@ -9,7 +9,7 @@ import importlib
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,15 +70,14 @@ def make(
 
 def from_pretrained(path: str | Path) -> VLAPolicy:
     """Load any policy written by ``save_pretrained``; its ``config.json`` names the class."""
-    return policy_class(saved_type(Path(path))).from_pretrained(path)
+    return saved_class(read_config(Path(path)), Path(path)).from_pretrained(path)
 
 
-def saved_type(directory: Path) -> str:
-    """The registered name a ``save_pretrained`` directory's ``config.json`` gives its policy."""
-    config = read_config(directory)
+def saved_class(config: Mapping[str, Any], directory: Path) -> type[VLAPolicy]:
+    """The policy class that ``config``, the parsed ``config.json`` of ``directory``, names by its type."""
     if "type" not in config:
         raise ValueError(f"{directory / CONFIG_FILE} has no 'type' field naming the policy")
-    return config["type"]
+    return policy_class(config["type"])
 
 
 def resample_saved(source: str | Path, target: str | Path, **settings: Any) -> Path:
@@ -91,7 +90,7 @@ def resample_saved(source: str | Path, target: str | Path, **settings: Any) -> P
     """
     source, target = Path(source), Path(target)
     saved = read_config(source)
-    config_class = policy_class(saved_type(source)).config_class
+    config_class = saved_class(saved, source).config_class
     others = sorted(set(settings) - set(config_class.sampling_fields))
     if others:
         raise ValueError(f"a saved {saved['type']} policy can change only its sampling settings "

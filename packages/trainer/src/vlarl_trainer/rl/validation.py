@@ -100,17 +100,12 @@ def check_pretrained_matches(config: VlarlConfig) -> None:
     exception, which the run applies to its own copy (``sampling_overrides``).
 
     A directory without config.json (a published layout) is left to the policy's own loader."""
-    from vlarl_policies.base import CONFIG_FILE, read_config
-
-    directory = Path(config.policy.pretrained)
-    if not (directory / CONFIG_FILE).is_file():
+    settings = pretrained_settings(config)
+    if settings is None:
         return
-    saved = read_config(directory)
-    resampled = sampling_overrides(config)
-    wanted = {**config.policy.kwargs, "action_chunk": config.env.action_chunk}
-    # A JSON round trip compares tuples and lists (and ints and floats) alike.
-    differ = {key: (value, saved.get(key)) for key, value in json.loads(json.dumps(wanted)).items()
-              if key in saved and saved[key] != value and key not in resampled}
+    asked, saved, sampling = settings
+    differ = {key: (value, saved[key]) for key, value in asked.items()
+              if key in saved and saved[key] != value and key not in sampling}
     if differ:
         listed = ", ".join(f"{key}: asked {asked!r}, saved {had!r}" for key, (asked, had) in sorted(differ.items()))
         raise ValueError(
@@ -122,17 +117,26 @@ def check_pretrained_matches(config: VlarlConfig) -> None:
 def sampling_overrides(config: VlarlConfig) -> dict[str, Any]:
     """The ``policy.kwargs`` entries that change how the saved ``policy.pretrained`` samples: its config's
     ``sampling_fields`` whose values differ from the saved ones (none for a published layout)."""
-    import vlarl_policies
+    settings = pretrained_settings(config)
+    if settings is None:
+        return {}
+    asked, saved, sampling = settings
+    return {key: value for key, value in asked.items() if key in sampling and saved.get(key) != value}
+
+
+def pretrained_settings(config: VlarlConfig) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]] | None:
+    """What the run asks of ``policy.pretrained`` (``policy.kwargs`` and the env's action chunk), what its
+    config.json holds, and the fields of those that only change sampling; None without a config.json."""
     from vlarl_policies.base import CONFIG_FILE, read_config
-    from vlarl_policies.registry import saved_type
+    from vlarl_policies.registry import saved_class
 
     directory = Path(config.policy.pretrained)
     if not (directory / CONFIG_FILE).is_file():
-        return {}
+        return None
     saved = read_config(directory)
-    fields = vlarl_policies.policy_class(saved_type(directory)).config_class.sampling_fields
-    asked = json.loads(json.dumps({key: value for key, value in config.policy.kwargs.items() if key in fields}))
-    return {key: value for key, value in asked.items() if saved.get(key) != value}
+    # A JSON round trip compares tuples and lists (and ints and floats) alike.
+    asked = json.loads(json.dumps({**config.policy.kwargs, "action_chunk": config.env.action_chunk}))
+    return asked, saved, saved_class(saved, directory).config_class.sampling_fields
 
 
 def require(condition: bool, message: str) -> None:
