@@ -8,7 +8,7 @@ in one run, and prints the success rate of each side by side.
 
     uv run --locked python benchmarks/sampling_success.py <policy dir> --env-id vlarl/GSEnv-PutCubeOnPlate-v0 \\
         --env-kwargs '{"image_size": 128}' --action-chunk 5 --split test --episodes 64 \\
-        noise_level=0.5 noise_level=0.2 noise_level=0.1
+        noise_level=0.5 noise_level=0.2 noise_level=0.2,start_noise_scale=0
 """
 
 from __future__ import annotations
@@ -44,18 +44,23 @@ def play(vec, policy, options: list[dict], deterministic: bool, max_chunks: int)
 
 
 def parse_setting(text: str) -> tuple[str, dict]:
-    """``name=value`` as its own label and the config change it asks for."""
-    name, _, value = text.partition("=")
-    if not value:
-        raise argparse.ArgumentTypeError(f"expected a sampling setting as name=value (noise_level=0.2), got {text!r}")
-    return text, {name: json.loads(value)}
+    """``name=value[,name=value...]`` as its own label and the config change it asks for."""
+    setting = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if not name or not value:
+            raise argparse.ArgumentTypeError(
+                f"expected a sampling setting as name=value[,name=value] (noise_level=0.2,start_noise_scale=0), "
+                f"got {text!r}")
+        setting[name] = json.loads(value)
+    return text, setting
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("policy", help="a save_pretrained directory (an SFT checkpoint, a run's checkpoints/step_N/policy)")
     parser.add_argument("settings", nargs="+", type=parse_setting,
-                        help="sampling settings to compare, one name=value each (the config's sampling_fields)")
+                        help="sampling settings to compare, each name=value[,name=value] (the config's sampling_fields)")
     parser.add_argument("--env-id", required=True)
     parser.add_argument("--env-kwargs", type=json.loads, default={})
     parser.add_argument("--action-chunk", type=int, default=5)
@@ -77,14 +82,14 @@ def main() -> None:
     options = [{"episode_id": episode, "split": args.split} for episode in range(args.first, args.first + args.episodes)]
     saved = policy.config
     print(f"{args.env_id} {args.split} episodes {args.first}-{args.first + args.episodes - 1}, {args.policy}")
-    print(f"{'sampling':<28} {'success':>8} {'episodes':>9} {'seconds':>8}")
+    print(f"{'sampling':<40} {'success':>8} {'episodes':>9} {'seconds':>8}")
     try:
         for label, setting in [("deterministic", None), *args.settings]:
             policy.config = saved if setting is None else saved.replace(**setting)
             torch.manual_seed(args.seed)
             started = time.perf_counter()
             successes = play(vec, policy, options, setting is None, args.max_chunks)
-            print(f"{label:<28} {np.mean(successes):>8.3f} {f'{sum(successes)}/{len(successes)}':>9} "
+            print(f"{label:<40} {np.mean(successes):>8.3f} {f'{sum(successes)}/{len(successes)}':>9} "
                   f"{time.perf_counter() - started:>8.0f}", flush=True)
     finally:
         vec.close()

@@ -14,6 +14,9 @@ ACTION_DIM, CHUNK, HORIZON, STEPS, MAX_DIM = 3, 4, 8, 4, 8
 CONFIGS = [
     pytest.param("pi0", {"noise_method": "flow_sde"}, id="pi0-sde"),
     pytest.param("pi0", {"noise_method": "flow_sde", "joint_logprob": True}, id="pi0-sde-joint"),
+    pytest.param("pi0", {"noise_method": "flow_sde", "joint_logprob": True, "start_noise_scale": 0.5},
+                 id="pi0-sde-joint-narrow-start"),
+    pytest.param("pi0", {"noise_method": "flow_sde", "start_noise_scale": 0.0}, id="pi0-sde-zero-start"),
     pytest.param("pi0", {"noise_method": "flow_noise"}, id="pi0-noise"),
     pytest.param("pi0", {"noise_method": "flow_noise", "joint_logprob": True, "value_after_vlm": True},
                  id="pi0-noise-joint-vlmcritic"),
@@ -94,6 +97,26 @@ def test_deterministic_mode_is_deterministic(make_tiny, make_obs):
     assert not torch.allclose(stochastic.actions, first.actions)
     evaluated = policy.evaluate(first.forward_inputs)
     torch.testing.assert_close(evaluated.values, first.values, atol=1e-5, rtol=0)
+
+
+def test_start_noise_scale_scales_the_chains_starting_point(make_tiny, make_obs):
+    obs = make_obs(5)
+    wide = make_tiny("pi0", start_noise_scale=1.0).act(obs, generator=torch.Generator().manual_seed(4))
+    narrow = make_tiny("pi0", start_noise_scale=0.25).act(obs, generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(narrow.forward_inputs["chains"][:, 0], 0.25 * wide.forward_inputs["chains"][:, 0])
+
+
+def test_a_zero_start_without_step_noise_samples_the_deterministic_chunk(make_tiny, make_obs):
+    policy = make_tiny("pi05", noise_method="flow_sde", noise_level=0.0, start_noise_scale=0.0)
+    obs = make_obs(4)
+    torch.testing.assert_close(policy.act(obs).actions, policy.act(obs, deterministic=True).actions)
+
+
+def test_a_joint_logprob_needs_a_start_with_a_density(make_tiny):
+    with pytest.raises(ValueError, match="start_noise_scale > 0 or joint_logprob false"):
+        make_tiny("pi0", joint_logprob=True, start_noise_scale=0.0)
+    with pytest.raises(ValueError, match="start_noise_scale must be >= 0, got -0.1"):
+        make_tiny("pi0", start_noise_scale=-0.1)
 
 
 def test_flow_sde_picks_one_step_per_sample(make_tiny, make_obs):

@@ -119,6 +119,7 @@ def test_published_presets_are_pi0_sized(count_parameters):
 
 @pytest.mark.parametrize(("name", "settings"), [("pi05", {"noise_level": 0.2}),
                                                 ("pi0", {"noise_anneal": True, "noise_params": [0.6, 0.2, 50]}),
+                                                ("pi0", {"noise_level": 0.2, "start_noise_scale": 0.0}),
                                                 ("openvla_oft", {"temperature": 0.5, "top_k": 9})])
 def test_resample_saved_changes_only_the_sampling_settings(make_tiny, make_obs, tmp_path, name, settings):
     policy = make_tiny(name)
@@ -136,7 +137,7 @@ def test_resample_saved_changes_only_the_sampling_settings(make_tiny, make_obs, 
 def test_resample_saved_refuses_other_fields_bad_values_and_an_existing_target(make_tiny, tmp_path):
     make_tiny("pi0").save_pretrained(tmp_path / "sft")
     with pytest.raises(ValueError, match=r"only its sampling settings \['noise_level', 'noise_anneal', "
-                                         r"'noise_params'\], got \['action_chunk'\]"):
+                                         r"'noise_params', 'start_noise_scale'\], got \['action_chunk'\]"):
         vlarl_policies.resample_saved(tmp_path / "sft", tmp_path / "rl", action_chunk=2, noise_level=0.2)
     with pytest.raises(ValueError, match="noise_level must be >= 0, got -1"):
         vlarl_policies.resample_saved(tmp_path / "sft", tmp_path / "rl", noise_level=-1)

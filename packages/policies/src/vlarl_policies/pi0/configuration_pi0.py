@@ -21,7 +21,7 @@ class Pi0Config(PolicyConfig):
     """pi0: PaliGemma prefix (images + instruction), action expert with a state token and time MLP."""
 
     type: ClassVar[str] = "pi0"
-    sampling_fields: ClassVar[tuple[str, ...]] = ("noise_level", "noise_anneal", "noise_params")
+    sampling_fields: ClassVar[tuple[str, ...]] = ("noise_level", "noise_anneal", "noise_params", "start_noise_scale")
     # pi0.5 switches these on: adaptive RMSNorm time conditioning and the state written into the prompt.
     adarms_expert: ClassVar[bool] = False
     state_in_prompt: ClassVar[bool] = False
@@ -73,6 +73,10 @@ class Pi0Config(PolicyConfig):
     falling linearly from start to end over the first ``steps`` training steps, then held at end;
     wide exploration while the policy is far from the task, finer steps once it succeeds (RLinf's names
     and defaults)."""
+    start_noise_scale: float = 1.0
+    """Std of the flow's starting point in sampled chunks. 1 samples the distribution SFT learned; below 1
+    draws closer to the deterministic chunk (0 starts at zero, as deterministic acting does), so that
+    exploration comes from the noisy denoising steps alone."""
     noise_logvar_range: tuple[float, float] = (0.08, 0.16)
     noise_head_hidden: tuple[int, ...] = (128, 64)
     joint_logprob: bool = False
@@ -113,6 +117,11 @@ class Pi0Config(PolicyConfig):
         if self.noise_level < 0:
             raise ValueError(f"noise_level must be >= 0, got {self.noise_level}")
         self._check_noise_anneal()
+        if self.start_noise_scale < 0:
+            raise ValueError(f"start_noise_scale must be >= 0, got {self.start_noise_scale}")
+        if self.joint_logprob and self.start_noise_scale == 0:
+            raise ValueError("joint_logprob scores the chain's starting point, which has no density at "
+                             "start_noise_scale 0; set start_noise_scale > 0 or joint_logprob false")
         low, high = self.noise_logvar_range
         if not 0 < low <= high:
             raise ValueError(f"noise_logvar_range must be (min_std, max_std) with 0 < min <= max, got {(low, high)}")

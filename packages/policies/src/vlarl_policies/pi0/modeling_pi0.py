@@ -182,7 +182,9 @@ class Pi0Policy(VLAPolicy):
         shape = (batch, config.action_horizon, config.max_action_dim)
         stochastic_steps = self._stochastic_steps(batch, deterministic, generator)
         cache = self.encode_prefix(on_device, keep_hidden=self.value_head is not None and config.value_after_vlm)
-        x = torch.zeros(shape, device=device) if deterministic else _randn(shape, device, generator)
+        x = torch.zeros(shape, device=device)
+        if not deterministic:
+            x = config.start_noise_scale * _randn(shape, device, generator)
         noise_levels = torch.full((batch,), self.sampling_noise_level, device=device)
         chain, logprob, first_hidden = [x], torch.zeros(shape, device=device), None
         steps_on_device = stochastic_steps.to(device)
@@ -203,7 +205,7 @@ class Pi0Policy(VLAPolicy):
             x = next_x
             chain.append(x)
         if config.joint_logprob and stochastic_steps.shape[1] > 0:
-            logprob = (logprob + _prior_logprob(chain[0])) / (config.num_steps + 1)
+            logprob = (logprob + _prior_logprob(chain[0], config.start_noise_scale)) / (config.num_steps + 1)
         values = self.critic(cache, first_hidden) if self.value_head is not None else None
         forward_inputs = {
             **inputs,
@@ -253,7 +255,7 @@ class Pi0Policy(VLAPolicy):
             mean, std = mean.unflatten(0, (batch, stochastic)), std.unflatten(0, (batch, stochastic))
             logprob = flow.gaussian_logprob(_gather_steps(chains, stochastic_steps + 1), mean, std).sum(dim=1)
             if config.joint_logprob:
-                logprob = (logprob + _prior_logprob(chains[:, 0])) / (config.num_steps + 1)
+                logprob = (logprob + _prior_logprob(chains[:, 0], config.start_noise_scale)) / (config.num_steps + 1)
             if compute_entropy and config.noise_method == "flow_noise":
                 entropy = self._executed(flow.gaussian_entropy(std).mean(dim=1))
         values = None
@@ -316,9 +318,9 @@ def _randn(shape: tuple[int, ...], device: torch.device, generator: torch.Genera
     return torch.randn(shape, generator=generator, device=generator.device).to(device)
 
 
-def _prior_logprob(noise: Tensor) -> Tensor:
-    """Element-wise log N(noise; 0, 1) of the chain's starting point [B, H, D]."""
-    return flow.gaussian_logprob(noise, torch.zeros_like(noise), torch.ones_like(noise))
+def _prior_logprob(noise: Tensor, scale: float) -> Tensor:
+    """Element-wise log N(noise; 0, scale^2) of the chain's starting point [B, H, D]."""
+    return flow.gaussian_logprob(noise, torch.zeros_like(noise), torch.full_like(noise, scale))
 
 
 def _gather_steps(chains: Tensor, steps: Tensor) -> Tensor:
