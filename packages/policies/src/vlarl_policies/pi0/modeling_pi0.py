@@ -182,9 +182,8 @@ class Pi0Policy(VLAPolicy):
         shape = (batch, config.action_horizon, config.max_action_dim)
         stochastic_steps = self._stochastic_steps(batch, deterministic, generator)
         cache = self.encode_prefix(on_device, keep_hidden=self.value_head is not None and config.value_after_vlm)
-        x = torch.zeros(shape, device=device)
-        if not deterministic:
-            x = config.start_noise_scale * _randn(shape, device, generator)
+        x = (torch.zeros(shape, device=device) if deterministic
+             else config.start_noise_scale * _randn(shape, device, generator))
         noise_levels = torch.full((batch,), self.sampling_noise_level, device=device)
         chain, logprob, first_hidden = [x], torch.zeros(shape, device=device), None
         steps_on_device = stochastic_steps.to(device)
