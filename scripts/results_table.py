@@ -8,7 +8,12 @@ running or stopped, and rl/metrics.jsonl) or a record kept from one (those files
 The tables read the held-out evaluations the trainer logged in metrics.jsonl: success per run
 before RL and after each of ``--steps`` with the lift in points ("-" where a run has not got
 there), each job's wall time to its last evaluation, success per task before RL and after the last
-step, and every evaluation's mean as a learning curve in text.
+step, and every evaluation's mean as a learning curve in text. With ``--groups`` (MT50's ``easy medium
+hard very_hard``), a table of each run's success per group before RL and after the last step, the
+groups' unweighted mean (RLinf's "Avg.") and the mean over every episode.
+
+    uv run --locked python scripts/results_table.py docs/results/main-job-runs/mt50-seed0 --steps 15 30 \
+        --groups easy medium hard very_hard
 
 A job's wall time is its results.json total when the job ran exactly to that evaluation; otherwise
 (a run continued past its job's last step with ``vlarl-train resume=<run>/rl runner.max_steps=N``,
@@ -51,6 +56,8 @@ class RunRecord:
     def success(self, step: int, metric: str = MEAN_METRIC) -> float:
         if step not in self.evaluations:
             raise ValueError(f"{self.name} has no evaluation after step {step}; it has {sorted(self.evaluations)}")
+        if metric not in self.evaluations[step]:
+            raise ValueError(f"{self.name}'s evaluation after step {step} logs no {metric}")
         return self.evaluations[step][metric]
 
     def lift(self, step: int) -> float:
@@ -138,6 +145,20 @@ def task_table(records: list[RunRecord], last_step: int) -> str:
     return "\n".join(lines)
 
 
+def group_table(records: list[RunRecord], last_step: int, groups: list[str], split: str) -> str:
+    """Success per group of ``split`` before RL and after ``last_step``, one row each, then the groups'
+    unweighted mean and every episode's mean."""
+    header = ["seed", "run", "policy", *groups, "mean of groups", "all episodes"]
+    lines = [table_row(header), table_row(["---"] * len(header))]
+    for record in records:
+        for step, label in ((0, "SFT"), (last_step, f"SFT + {last_step} RL steps")):
+            cells = [f"{record.success(step, f'eval/{split}/group_success_once/{group}'):.2f}" for group in groups]
+            cells += [f"{record.success(step, f'eval/{split}/group_mean_success_once'):.2f}",
+                      f"{record.success(step):.2f}"]
+            lines.append(table_row([str(record.seed), f"`{record.name}`", label, *cells]))
+    return "\n".join(lines)
+
+
 def curves_text(records: list[RunRecord], last_step: int) -> str:
     """Every evaluation's mean up to ``last_step``, one clause per run (named by its seed while that is unique)."""
     seeds = [record.seed for record in records]
@@ -158,6 +179,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="main-job run directories or records kept from them")
     parser.add_argument("--steps", nargs="+", type=int, required=True,
                         help="RL steps whose evaluation gets a column; the last is the 'after' column")
+    parser.add_argument("--groups", nargs="+", default=[],
+                        help="the env family's groups, in column order (MT50: easy medium hard very_hard)")
+    parser.add_argument("--split", default="test", help="the split whose groups --groups reads (default: test)")
     args = parser.parse_args(argv)
     records = [read_record(path) for path in args.runs]
     last = args.steps[-1]
@@ -168,6 +192,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nLift after {last} RL steps, {len(finished)} of {len(records)} runs there: mean "
               f"{sum(lifts) / len(lifts):+.0f} points, smallest {min(lifts):+.0f}.\n")
         print(task_table(finished, last))
+        if args.groups:
+            print("\n" + group_table(finished, last, args.groups, args.split))
     print(f"\nHeld-out success at every evaluation: {curves_text(records, last)}.")
 
 

@@ -134,3 +134,19 @@ def test_a_run_without_an_evaluation_before_rl_is_refused(tmp_path):
     folder = write_record(tmp_path / "run", 0, 2, training_steps(1, 2))
     with pytest.raises(ValueError, match="no evaluation before RL"):
         load_script().read_record(folder)
+
+
+def test_group_table_gives_each_group_its_mean_and_the_mean_of_groups(tmp_path):
+    def grouped(step: int, easy: float, hard: float, every_episode: float) -> dict:
+        return {"step": step, "eval/success_once": every_episode, "eval/test/group_success_once/easy": easy,
+                "eval/test/group_success_once/hard": hard, "eval/test/group_mean_success_once": (easy + hard) / 2}
+
+    folder = write_record(tmp_path / "mt50-seed0", 0, 2, [grouped(0, 0.6, 0.1, 0.5), *training_steps(1, 2),
+                                                          grouped(2, 0.8, 0.4, 0.7)], in_rl=True)
+    script = load_script()
+    table = script.group_table([script.read_record(folder)], 2, ["easy", "hard"], "test").splitlines()
+    assert table[0] == "| seed | run | policy | easy | hard | mean of groups | all episodes |"
+    assert table[2:] == ["| 0 | `mt50-seed0` | SFT | 0.60 | 0.10 | 0.35 | 0.50 |",
+                         "| 0 | `mt50-seed0` | SFT + 2 RL steps | 0.80 | 0.40 | 0.60 | 0.70 |"]
+    with pytest.raises(ValueError, match="logs no eval/test/group_success_once/medium"):
+        script.group_table([script.read_record(folder)], 2, ["medium"], "test")

@@ -99,31 +99,74 @@ def test_a_task_subset_is_what_training_evaluation_and_collection_play():
         collected_tasks(mt10(f"+env.kwargs.tasks=[{','.join(subset)}]", "collect.tasks=[reach-v3]"))
 
 
+class FakeShards:
+    """One stage of ``envs_per_stage`` envs, for ``evaluate`` over ``fake_episodes``."""
+
+    def __init__(self, envs_per_stage: int):
+        self.envs_per_stage = envs_per_stage
+
+    def keys(self):
+        return [0]
+
+
+def fake_episodes(monkeypatch, success_of):
+    """``evaluate``'s episodes played by no simulator: each option's success is ``success_of(option)``.
+    Returns the evaluation module and the list of each round's tasks, in env order."""
+    from vlarl_trainer.rl import evaluation
+
+    played = []
+
+    def play(shards, options, chunk_steps, **kwargs):
+        played.append([entry["task"] for entry in options])
+        return {"tasks": [entry["task"] for entry in options], "success_once": [success_of(entry) for entry in options],
+                **{name: [0.0] * len(options) for name in ("success_at_end", "return", "episode_len", "reward")}}
+
+    monkeypatch.setattr(evaluation, "run_episodes", play)
+    return evaluation, played
+
+
 def test_an_evaluation_reports_the_mean_of_its_out_of_distribution_splits(monkeypatch):
     """PutOnPlate scored on train, vision and semantic: ood_average is the mean of vision's and semantic's
     success, each split counted once however many episodes it has, and logged as a split of its own."""
-    from vlarl_trainer.rl import evaluation
-
     success = {("train", 0): 1.0, ("train", 1): 1.0, ("vision", 0): 1.0, ("vision", 1): 0.0,
                ("semantic", 0): 0.0, ("semantic", 1): 0.0, ("semantic", 2): 0.0, ("semantic", 3): 0.0}
-
-    def fake_episodes(shards, options, chunk_steps, **kwargs):
-        rates = [success[(entry["split"], entry["episode_id"])] for entry in options]
-        return {"tasks": ["PutOnPlate"] * len(options), "success_once": rates,
-                **{name: [0.0] * len(options) for name in ("success_at_end", "return", "episode_len", "reward")}}
-
-    class TwoEnvs:
-        envs_per_stage = 2
-
-        def keys(self):
-            return [0]
-
-    monkeypatch.setattr(evaluation, "run_episodes", fake_episodes)
+    evaluation, _ = fake_episodes(monkeypatch, lambda entry: success[(entry["split"], entry["episode_id"])])
     options = [{"split": split, "episode_id": episode, "task": "PutOnPlate"} for split, episode in success]
-    report = evaluation.evaluate(TwoEnvs(), options, chunk_steps=1, seed=0)
+    report = evaluation.evaluate(FakeShards(2), options, chunk_steps=1, seed=0)
     assert report["splits"] == {"train": 1.0, "vision": 0.5, "semantic": 0.0, "ood_average": 0.25}
     assert report["metrics"]["eval/ood_average/success_once"] == 0.25
     assert report["metrics"]["eval/success_once"] == 3 / 8
     assert "| ood_average | mean of OOD splits | 0.25 |" in evaluation.format_table(None, report)
-    in_distribution = evaluation.evaluate(TwoEnvs(), options[:2], chunk_steps=1, seed=0)
+    in_distribution = evaluation.evaluate(FakeShards(2), options[:2], chunk_steps=1, seed=0)
     assert in_distribution["splits"] == {"train": 1.0}
+
+
+def test_an_evaluation_reports_the_unweighted_mean_of_its_groups(monkeypatch):
+    """MT50's "Avg." as RLinf reports it: each difficulty group counts once, however many episodes it has
+    (three easy episodes, two of them successes, and one failed hard one: 1/3, where the episodes' mean
+    is 1/2)."""
+    tasks = {"reach-v3": 1.0, "door-open-v3": 1.0, "drawer-open-v3": 0.0, "push-v3": 0.0}
+    difficulty = {"reach-v3": "easy", "door-open-v3": "easy", "drawer-open-v3": "easy", "push-v3": "hard"}
+    evaluation, _ = fake_episodes(monkeypatch, lambda entry: tasks[entry["task"]])
+    options = [{"split": "test", "episode_id": 0, "task": task} for task in tasks]
+    report = evaluation.evaluate(FakeShards(4), options, chunk_steps=1, seed=0,
+                                 group_of=lambda task, split, episode_id: difficulty[task])
+    assert report["groups"] == {("test", "easy"): pytest.approx(2 / 3), ("test", "hard"): 0.0}
+    assert report["metrics"]["eval/test/group_mean_success_once"] == pytest.approx(1 / 3)
+    assert report["metrics"]["eval/success_once"] == 0.5
+    assert "| test | mean of groups | 0.33 |" in evaluation.format_table(None, report)
+    ungrouped = evaluation.evaluate(FakeShards(4), options, chunk_steps=1, seed=0)
+    assert not any("group" in name for name in ungrouped["metrics"])
+
+
+def test_envs_idle_in_the_last_round_replay_their_first_episode_and_keep_their_task(monkeypatch):
+    """Five episodes of five tasks on four envs: the second round has one episode, and the three idle envs
+    replay their first-round options (their own tasks) instead of building simulators of another task.
+    Only the listed episodes are reported."""
+    evaluation, played = fake_episodes(monkeypatch, lambda entry: 1.0)
+    options = [{"split": "test", "episode_id": 0, "task": task} for task in "abcde"]
+    report = evaluation.evaluate(FakeShards(4), options, chunk_steps=1, seed=0)
+    assert played == [["a", "b", "c", "d"], ["e", "b", "c", "d"]]
+    assert len(report["episodes"]) == 5 and set(report["table"]) == {("test", task) for task in "abcde"}
+    short = evaluation.evaluate(FakeShards(4), options[:2], chunk_steps=1, seed=0)
+    assert played[-1] == ["a", "b", "a", "b"] and len(short["episodes"]) == 2

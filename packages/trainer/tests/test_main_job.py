@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -213,6 +214,8 @@ def test_results_json_and_the_final_table(tmp_path):
                                 {"split": "test", "task": "reach-v3", "before": 0.0, "after": 0.2}]
     assert saved["groups"] == [{"split": "test", "group": "easy", "before": 0.0, "after": 0.2},
                                {"split": "test", "group": "hard", "before": 0.2, "after": 0.6}]
+    # The groups' unweighted mean, RLinf's "Avg.", whatever the number of episodes behind each group.
+    assert saved["group_means"] == [{"split": "test", "before": pytest.approx(0.1), "after": pytest.approx(0.4)}]
     assert saved["mean"] == pytest.approx({"before": 0.1, "after": 0.4})
     assert saved["sft_loss"] == {"first": 1.2, "final": 0.3} and saved["seconds"] == {"sft": 10.0}
     assert saved["seed"] == 2 and saved["recipe"] == "metaworld_10_ppo_openpi_tiny" and saved["job"] == "demo"
@@ -223,6 +226,7 @@ def test_results_json_and_the_final_table(tmp_path):
     text = summary_text(before, after, paths)
     assert "| test | push-v3 | 0.20 | 0.60 |" in text
     assert "| test | group hard | 0.20 | 0.60 |" in text
+    assert "| test | mean of groups | 0.10 | 0.40 |" in text
     assert "| all | mean | 0.10 | 0.40 |" in text
     assert "tensorboard (rl): j/rl/tensorboard" in text and "videos: j/rl/videos (1 files)" in text
     assert "learning curve: j/learning_curve.png" in text
@@ -568,3 +572,14 @@ def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
     again, _ = resume_main_job(job)
     assert again["resumed_from_step"] == 2 and again["success"] == results["success"]
     assert [json.loads(line) for line in (job / "rl" / "metrics.jsonl").read_text().splitlines()] == logged
+
+
+def test_in_child_process_returns_the_childs_result_and_raises_its_errors():
+    """The collect stage runs there, so the simulators a multi-task collection builds never weigh on the
+    process that goes on to drive SFT and RL."""
+    from vlarl_trainer.jobs.main_job import in_child_process
+
+    assert in_child_process(os.getpid) != os.getpid()
+    assert in_child_process(divmod, 7, 2) == (3, 1)
+    with pytest.raises(ValueError, match="invalid literal"):
+        in_child_process(int, "seven")

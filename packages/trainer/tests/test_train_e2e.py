@@ -236,5 +236,6 @@ def test_evaluation_on_another_env_scores_its_tasks_and_groups(tmp_path):
         assert report["splits"] == {"test": report["metrics"]["eval/success_once"]}
     metrics = read_metrics(results["run_dir"])
     assert "env/success_once/reach-v3" in metrics[1] and "eval/test/group_success_once/hard" in metrics[1]
+    assert metrics[1]["eval/test/group_mean_success_once"] == metrics[1]["eval/test/group_success_once/hard"]
     assert metrics[1]["eval/test/success_once"] == metrics[1]["eval/success_once"]
     assert set(json.loads((trainer.run_dir / "workers.json").read_text())) == {"env", "eval_env", "rollout", "actor"}

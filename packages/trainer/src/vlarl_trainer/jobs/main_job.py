@@ -28,13 +28,14 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from vlarl_trainer.config import VlarlConfig, config_from_dict, to_dict
 from vlarl_trainer.metrics import logged_seconds
 from vlarl_trainer.plots import job_learning_curve
-from vlarl_trainer.rl.evaluation import CHAIN_PREFIX, format_table
+from vlarl_trainer.rl.evaluation import CHAIN_PREFIX, format_table, group_means
 from vlarl_trainer.rl.stopping import RunStopped
 from vlarl_trainer.run_dirs import make_run_dir, run_dir_path, run_exists_error
 
@@ -72,10 +73,27 @@ def rl_stage_start(config: VlarlConfig, job_dir: Path) -> VlarlConfig:
 
 
 def collect(config: VlarlConfig, dataset: Path) -> None:
-    """Expert demonstrations of every task of the job's env, with its image size and horizon."""
+    """Expert demonstrations of every task of the job's env, with its image size and horizon, collected in
+    a child process: a multi-task env builds a simulator per task (MT50: 50 of them, 5 GB) and a process
+    keeps the memory its simulators held after they close, so the job's process, which drives SFT and RL,
+    would carry it through both."""
+    print(in_child_process(collection_table, config, dataset), flush=True)
+
+
+def collection_table(config: VlarlConfig, dataset: Path) -> str:
+    """``collect_from_config``'s summary table (expert success and episodes kept per task)."""
     from vlarl_trainer.data.collector import collect_from_config
 
-    print(collect_from_config(config, dataset).table(), flush=True)
+    return collect_from_config(config, dataset).table()
+
+
+def in_child_process(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` run in a fresh (spawned) process: its result, or its exception raised here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
 
 
 def reinforce(config: VlarlConfig) -> dict[str, Any]:
@@ -99,14 +117,17 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
                 resumed_from: int | None = None) -> dict[str, Any]:
     """What results.json holds: the settings (the recipe, job size, seed and the user's overrides, so that a
     record names every number its run changed, and the whole tree), success per task and split, per
-    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation), per split and, where CALVIN's
-    chains were played, their success for 1 to 5 tasks in a row and average length before and after RL, the
-    SFT loss at its first and last log, timings, paths, and the RL step a resumed job continued
-    from."""
+    group (the env family's: MetaWorld's difficulty, PutOnPlate's variation), the unweighted mean of each
+    split's groups (RLinf's MT50 "Avg."), per split and, where CALVIN's chains were played, their success
+    for 1 to 5 tasks in a row and average length before and after RL, the SFT loss at its first and last
+    log, timings, paths, and the RL step a resumed job continued from."""
     rows = [{"split": split, "task": task, "before": before["table"].get((split, task)), "after": rate}
             for (split, task), rate in sorted(after["table"].items())]
     groups = [{"split": split, "group": group, "before": before.get("groups", {}).get((split, group)), "after": rate}
               for (split, group), rate in sorted(after.get("groups", {}).items())]
+    before_group_means = group_means(before.get("groups", {}))
+    group_averages = [{"split": split, "before": before_group_means.get(split), "after": rate}
+                      for split, rate in group_means(after.get("groups", {})).items()]
     splits = [{"split": split, "before": before.get("splits", {}).get(split), "after": rate}
               for split, rate in after.get("splits", {}).items()]
     chains = {name.removeprefix(CHAIN_PREFIX): {"before": before["metrics"].get(name), "after": value}
@@ -119,6 +140,7 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
         "config": to_dict(config),
         "success": rows,
         "groups": groups,
+        "group_means": group_averages,
         "splits": splits,
         **({"chains": chains} if chains else {}),
         "mean": {"before": before["metrics"]["eval/success_once"], "after": after["metrics"]["eval/success_once"]},

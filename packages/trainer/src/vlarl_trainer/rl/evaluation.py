@@ -28,6 +28,9 @@ CHAIN_PREFIX = "eval/chains/"
 """CALVIN's chain metrics: ``success_1`` .. ``success_5`` and ``average_length``."""
 OOD_AVERAGE = "ood_average"
 """The pseudo-split that holds the mean of the out-of-distribution splits' means (RLinf's OOD average)."""
+GROUP_MEAN = "group_mean_success_once"
+"""``eval/<split>/group_mean_success_once``: the unweighted mean of a split's group success rates, RLinf's
+"Avg." of MT50 by difficulty (each group counts alike, whatever its number of tasks)."""
 
 
 def evaluation_env(config: VlarlConfig) -> VlarlConfig:
@@ -94,7 +97,9 @@ def evaluate(
     with progress_bar(len(rounds) * chunk_steps, "eval", "chunk", progress, leave=False) as bar:
         for round_index, start in enumerate(rounds):
             chunk = options[start : start + num_envs]
-            padded = chunk + [chunk[-1]] * (num_envs - len(chunk))
+            # An env the last round leaves idle replays its first-round episode, keeping its task: a task
+            # of its own would build it another simulator (MT50's 50 idle envs of a 250-episode run: 5 GB).
+            padded = chunk + [options[index % len(options)] for index in range(len(chunk), num_envs)]
             video_path = None
             if video_dir is not None:
                 video_dir.mkdir(parents=True, exist_ok=True)
@@ -120,6 +125,7 @@ def evaluate(
     metrics.update({f"eval/{split}/success_once": rate for split, rate in splits.items()})
     metrics.update({f"eval/{split}/success_once/{task}": rate for (split, task), rate in table.items()})
     metrics.update({f"eval/{split}/group_success_once/{group}": rate for (split, group), rate in groups.items()})
+    metrics.update({f"eval/{split}/{GROUP_MEAN}": rate for split, rate in group_means(groups).items()})
     return {"metrics": metrics, "table": table, "groups": groups, "splits": splits, "videos": videos,
             "episodes": per_episode}
 
@@ -140,6 +146,14 @@ def with_ood_average(splits: dict[str, float]) -> dict[str, float]:
     splits' success, so each kind of shift counts alike however many episodes it has."""
     held_out = [rate for split, rate in splits.items() if split not in IN_DISTRIBUTION_SPLITS]
     return {**splits, OOD_AVERAGE: float(np.mean(held_out))} if held_out else splits
+
+
+def group_means(groups: dict[tuple[str, str], float]) -> dict[str, float]:
+    """Per split, the unweighted mean of its groups' success rates (``GROUP_MEAN``)."""
+    per_split: dict[str, list[float]] = defaultdict(list)
+    for (split, _), rate in groups.items():
+        per_split[split].append(rate)
+    return {split: float(np.mean(rates)) for split, rates in per_split.items()}
 
 
 def success_by(episodes: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
@@ -331,14 +345,17 @@ def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
 
 
 def format_table(before: dict | None, after: dict) -> str:
-    """A Markdown table of success per split and task, then per split and group, then each split's mean
-    and the OOD average where there are several splits, then the mean over every episode, then CALVIN's
+    """A Markdown table of success per split and task, then per split and group and the mean of each
+    split's groups, then each split's mean and the OOD average where there are several splits, then the mean over every episode, then CALVIN's
     chains where they were played: before and after, when both exist."""
     nan = float("nan")
     rows = [(split, task, (before or {}).get("table", {}).get((split, task), nan), rate)
             for (split, task), rate in sorted(after["table"].items())]
     rows += [(split, f"group {group}", (before or {}).get("groups", {}).get((split, group), nan), rate)
              for (split, group), rate in sorted(after.get("groups", {}).items())]
+    before_group_means = group_means((before or {}).get("groups", {}))
+    rows += [(split, "mean of groups", before_group_means.get(split, nan), rate)
+             for split, rate in group_means(after.get("groups", {})).items()]
     if len(after.get("splits", {})) > 1:
         rows += [(split, "mean of OOD splits" if split == OOD_AVERAGE else "mean",
                   (before or {}).get("splits", {}).get(split, nan), rate)
