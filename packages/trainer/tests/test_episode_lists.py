@@ -82,6 +82,27 @@ def test_an_evaluation_env_of_other_sizes_is_refused():
         validate_evaluation_env(config, validate(config))
 
 
+def test_an_evaluation_env_of_its_own_size_gets_its_own_layout():
+    """ML45: 90 envs train on 45 tasks, 10 envs score the 5 held-out ones (2 env workers x 5)."""
+    from vlarl_trainer.rl.evaluation import evaluation_env
+    from vlarl_trainer.rl.validation import validate, validate_evaluation_env
+
+    config = load_config(["recipe=metaworld_45_ppo_openpi_tiny", "job=ml45"])
+    assert config.eval.num_envs == 10
+    scored = evaluation_env(config)
+    assert (scored.env.id, scored.env.num_envs) == ("vlarl/MetaWorld-ML45-test-v3", 10)
+    layout = validate(config)
+    assert validate_evaluation_env(config, layout).envs_per_stage == 5 and layout.envs_per_stage == 45
+    assert evaluation_env(mt10("eval.num_envs=20")).env.num_envs == 20
+    training_size = mt10("eval.num_envs=60")  # env.num_envs itself: the training env's workers score
+    assert evaluation_env(training_size) is training_size
+    with pytest.raises(ValueError, match=r"the evaluation env \(vlarl/MetaWorld-MT10-v3, eval.num_envs=7\): "
+                                         r"env.num_envs \(7\) must divide into env workers"):
+        validate_evaluation_env(mt10("eval.num_envs=7"), validate(mt10()))
+    with pytest.raises(ValueError, match="eval.num_envs must be >= 1, got 0"):
+        validate_evaluation_env(mt10("eval.num_envs=0"), validate(mt10()))
+
+
 def test_a_task_subset_is_what_training_evaluation_and_collection_play():
     from vlarl_trainer.data.collector import collected_tasks
 

@@ -172,6 +172,10 @@ class EvalConfig:
     D after ABC, a policy trained on splats with another renderer. Its action and state sizes must match."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """gym.make keywords of the evaluation env, on top of ``env.kwargs`` (e.g. ``{renderer: maniskill}``)."""
+    num_envs: int | None = None
+    """Envs of the evaluation env (None: ``env.num_envs``); set apart from ``env.num_envs``, evaluations run
+    on env workers of their own. Every env keeps a simulator of its own (a rendering MetaWorld one holds
+    about 110 MB), so five held-out tasks (ML45-test) need far fewer envs than the 45 they follow."""
     checkpoint: str | None = None
     """vlarl-eval: the policy to score, as a run directory (its latest checkpoint), a checkpoint
     (``checkpoints/step_N``) or a ``save_pretrained`` directory such as an SFT checkpoint."""

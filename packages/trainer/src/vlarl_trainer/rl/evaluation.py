@@ -34,13 +34,14 @@ GROUP_MEAN = "group_mean_success_once"
 
 
 def evaluation_env(config: VlarlConfig) -> VlarlConfig:
-    """The tree an evaluation plays: ``env.*``, or another env where ``eval.env_id`` / ``eval.env_kwargs``
-    name one (ML45-test after training on ML45-train, a policy trained on splats scored with another
-    renderer). ``eval.env_kwargs`` update the training env's keywords."""
-    if config.eval.env_id is None and not config.eval.env_kwargs:
+    """The tree an evaluation plays: ``env.*``, or another env where ``eval.env_id`` / ``eval.env_kwargs`` /
+    ``eval.num_envs`` name one (ML45-test after training on ML45-train, a policy trained on splats scored
+    with another renderer). ``eval.env_kwargs`` update the training env's keywords."""
+    num_envs = config.env.num_envs if config.eval.num_envs is None else config.eval.num_envs
+    if config.eval.env_id is None and not config.eval.env_kwargs and num_envs == config.env.num_envs:
         return config
     env = dataclasses.replace(config.env, id=config.eval.env_id or config.env.id,
-                              kwargs={**config.env.kwargs, **config.eval.env_kwargs})
+                              kwargs={**config.env.kwargs, **config.eval.env_kwargs}, num_envs=num_envs)
     return dataclasses.replace(config, env=env)
 
 

@@ -273,7 +273,11 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
     scored = evaluation_env(config)
     if scored is config:
         return layout
-    eval_layout = validate(scored, training=False)
+    require(scored.env.num_envs >= 1, f"eval.num_envs must be >= 1, got {scored.env.num_envs}")
+    try:
+        eval_layout = validate(scored, training=False)
+    except ValueError as error:
+        raise ValueError(f"the evaluation env ({scored.env.id}, eval.num_envs={scored.env.num_envs}): {error}") from None
     require(
         (eval_layout.action_dim, eval_layout.state_dim) == (layout.action_dim, layout.state_dim),
         f"eval.env_id {scored.env.id} has action_dim={eval_layout.action_dim}, state_dim={eval_layout.state_dim}; "
