@@ -228,11 +228,14 @@ def test_sft_and_rl_evaluation_score_a_checkpoint_alike(tmp_path):
 
 
 def test_evaluation_on_another_env_scores_its_tasks_and_groups(tmp_path):
+    """push-v3 scored by one env of its own (eval.num_envs=1) while two envs train on reach-v3."""
     trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", "eval.at_start=true",
-                           "eval.env_id=vlarl/MetaWorld-push-v3")
+                           "eval.env_id=vlarl/MetaWorld-push-v3", "eval.num_envs=1", "eval.episodes_per_task=3")
+    assert (trainer.eval_layout.envs_per_stage, trainer.layout.envs_per_stage) == (1, 2)
     results = run_and_close(trainer)
     for report in (results["before"], results["after"]):
         assert set(report["table"]) == {("test", "push-v3")} and set(report["groups"]) == {("test", "hard")}
+        assert [episode["episode_id"] for episode in report["episodes"]] == [0, 1, 2]
         assert report["splits"] == {"test": report["metrics"]["eval/success_once"]}
     metrics = read_metrics(results["run_dir"])
     assert "env/success_once/reach-v3" in metrics[1] and "eval/test/group_success_once/hard" in metrics[1]
