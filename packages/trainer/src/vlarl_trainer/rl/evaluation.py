@@ -347,8 +347,9 @@ def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
 
 def format_table(before: dict | None, after: dict) -> str:
     """A Markdown table of success per split and task, then per split and group and the mean of each
-    split's groups, then each split's mean and the OOD average where there are several splits, then the mean over every episode, then CALVIN's
-    chains where they were played: before and after, when both exist."""
+    split's groups, then each split's mean and the OOD average where there are several splits, then the
+    mean over every episode, then CALVIN's chains where they were played: before and after, when both
+    exist."""
     nan = float("nan")
     rows = [(split, task, (before or {}).get("table", {}).get((split, task), nan), rate)
             for (split, task), rate in sorted(after["table"].items())]
