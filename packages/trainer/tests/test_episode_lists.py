@@ -134,13 +134,15 @@ def fake_episodes(monkeypatch, success_of):
     """``evaluate``'s episodes played by no simulator: each option's success is ``success_of(option)``.
     Returns the evaluation module and the list of each round's tasks, in env order."""
     from vlarl_trainer.rl import evaluation
+    from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
     played = []
 
     def play(shards, options, chunk_steps, **kwargs):
         played.append([entry["task"] for entry in options])
-        return {"tasks": [entry["task"] for entry in options], "success_once": [success_of(entry) for entry in options],
-                **{name: [0.0] * len(options) for name in ("success_at_end", "return", "episode_len", "reward")}}
+        statistics = {name: [0.0] * len(options) for name in EPISODE_STATISTICS}
+        return {**statistics, "tasks": [entry["task"] for entry in options],
+                "success_once": [success_of(entry) for entry in options]}
 
     monkeypatch.setattr(evaluation, "run_episodes", play)
     return evaluation, played
