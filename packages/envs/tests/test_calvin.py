@@ -25,7 +25,7 @@ from vlarl_envs.calvin.assets import (  # noqa: E402
     annotations_dir,
     task_oracle_config,
 )
-from vlarl_envs.calvin.chains import Chain  # noqa: E402
+from vlarl_envs.calvin.chains import Chain, evaluation_chains  # noqa: E402
 from vlarl_envs.calvin.simulator import by_name, joint_limits  # noqa: E402
 
 pytestmark = pytest.mark.sim
@@ -221,6 +221,34 @@ def test_a_chunk_renders_only_its_last_observation_and_matches_single_steps(monk
             np.testing.assert_array_equal(observation[key], expected[key])
     chunked.close()
     single.close()
+
+
+@pytest.mark.slow
+def test_a_chain_renders_only_the_observations_its_policy_sees(monkeypatch):
+    import vlarl_envs.calvin.env as calvin_env_module
+
+    renders = []
+    render = calvin_env_module.render_cameras
+    monkeypatch.setattr(calvin_env_module, "render_cameras", lambda simulator: renders.append(1) or render(simulator))
+    chunks = np.random.default_rng(1).uniform(-1, 1, (4, 3, 7)).astype(np.float32)
+    seen = []
+
+    def policy(observation):
+        seen.append(observation)
+        return chunks[len(seen) - 1]
+
+    env = gym.make(D, image_size=32)
+    chain = evaluation_chains(1)[0]
+    assert play_chain(env, policy, chain, chain_index=0, steps_per_task=10) == 0
+    assert len(seen) == 4 and len(renders) == 4  # chunks of 3, 3, 3 and 1 action; nothing after the last
+    calvin = env.unwrapped
+    observation, _ = calvin.reset_to_condition(chain.initial_condition, chain.tasks[0], 0)
+    for chunk, expected in zip(chunks, seen):
+        for key in ("main_images", "wrist_images", "states"):
+            np.testing.assert_array_equal(expected[key], observation[key])
+        for action in chunk:
+            observation, *_ = calvin.step(action)
+    env.close()
 
 
 class OracleHelper:

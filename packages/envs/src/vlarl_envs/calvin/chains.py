@@ -107,16 +107,28 @@ task, as calvin calls its model's ``reset``."""
 
 
 def play_task(env: Any, policy: Policy, observation: Mapping[str, Any], steps: int) -> bool:
-    """Step ``policy`` in ``env`` for up to ``steps`` actions; whether the current task succeeded."""
+    """Step ``policy`` in ``env`` (a ``CalvinEnv``) for up to ``steps`` actions; whether the current task
+    succeeded.
+
+    Only the observation the policy sees next, after a chunk's last action, has its cameras rendered:
+    rendering both cameras takes about twice the physics of a step, and the sub-steps' images are
+    never looked at. The images come from the state the chunk leaves, so they are the ones a render
+    at every step would have shown."""
     taken = 0
     while taken < steps:
-        for action in np.reshape(policy(observation), (-1, env.action_space.shape[0])):
-            observation, _, _, _, info = env.step(np.asarray(action, np.float32))
-            taken += 1
-            if info["success"]:
-                return True
-            if taken == steps:
-                break
+        chunk = np.reshape(policy(observation), (-1, env.action_space.shape[0]))
+        env.defer_images = True
+        try:
+            for action in chunk:
+                observation, _, _, _, info = env.step(np.asarray(action, np.float32))
+                taken += 1
+                if info["success"]:
+                    return True
+                if taken == steps:
+                    return False
+        finally:
+            env.defer_images = False
+        observation = env.complete_observation(observation)
     return False
 
 

@@ -261,9 +261,9 @@ def add_calvin_chains(report: dict[str, Any], config: VlarlConfig, policy: Any) 
 
 def play_calvin_chains(config: VlarlConfig, policy: Any) -> dict[str, Any]:
     """Play the first ``eval.calvin_chains`` evaluation chains on the evaluation env with ``policy``'s
-    deterministic action chunks, here in this process: a chain is one env's sequence of tasks, so workers
-    would add start-up and no speed to a single stream of chains. The chains are CALVIN's, over all 34
-    tasks, whatever subset of them ``env.kwargs.tasks`` trains and scores single episodes on.
+    deterministic action chunks, one after another in one env here in this process. The chains are
+    CALVIN's, over all 34 tasks, whatever subset of them ``env.kwargs.tasks`` trains and scores single
+    episodes on.
 
     Returns ``lengths`` (tasks completed per chain), ``summary`` (``vlarl_envs.calvin.chains.summarize``)
     and ``metrics``: ``eval/chains/success_1`` .. ``success_5`` and ``eval/chains/average_length``."""
