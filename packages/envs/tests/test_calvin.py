@@ -117,6 +117,28 @@ def test_episodes_replay_through_egl_too():
 
 
 @pytest.mark.slow
+def test_an_env_keeps_at_most_max_simulators_and_plays_episodes_as_one_that_keeps_all():
+    keeps_all = gym.make(ABC, image_size=32, tasks=["open_drawer"])
+    keeps_one = gym.make(ABC, image_size=32, tasks=["open_drawer"], max_simulators=1)
+    action = np.array([0.5, -0.5, 0.2, 0.0, 0.0, 0.1, -1.0], np.float32)
+    scenes = []
+    for episode_id in range(10):
+        expected, info = keeps_all.reset(options={"episode_id": episode_id})
+        observation, _ = keeps_one.reset(options={"episode_id": episode_id})
+        scenes.append(info["scene"])
+        assert keeps_one.unwrapped.built_scenes == (info["scene"],)
+        for _ in range(3):
+            for key in ("main_images", "wrist_images", "privileged_state"):
+                np.testing.assert_array_equal(observation[key], expected[key])
+            expected, observation = keeps_all.step(action)[0], keeps_one.step(action)[0]
+    assert len(set(scenes)) == 3 and sorted(keeps_all.unwrapped.built_scenes) == ["A", "B", "C"]
+    keeps_all.close()
+    keeps_one.close()
+    with pytest.raises(ValueError, match=r"vlarl/CALVIN-ABC-v0: max_simulators must be >= 1 or None .*got 0"):
+        gym.make(ABC, max_simulators=0)
+
+
+@pytest.mark.slow
 def test_envs_in_one_process_render_alike_and_outlive_each_other():
     """pybullet calls that name no client go to the process's first; the second env's robot still has its
     pedestal (the same frame as the first env's) and still loads once the first env is closed."""

@@ -101,6 +101,7 @@ class CalvinEnv(gym.Env):
         terminate_on_success: bool = True,
         split: str = "train",
         render_mode: str | None = None,
+        max_simulators: int | None = None,
     ) -> None:
         """
         Args:
@@ -115,6 +116,9 @@ class CalvinEnv(gym.Env):
             terminate_on_success: end the episode on the first success step.
             split: default split for resets without ``options["split"]``.
             render_mode: None or "rgb_array" (returns the static camera's image).
+            max_simulators: how many scenes' simulators the env keeps built (about 90 MB each); an episode
+                in another scene closes the one used longest ago and builds its own (about 0.5 s). None
+                keeps every scene's. An episode plays the same in a kept simulator as in a new one.
         """
         if not scenes or not tasks:
             raise ValueError(f"{env_id}: expected at least one scene and one task, got {scenes!r} and {tasks!r}")
@@ -125,6 +129,8 @@ class CalvinEnv(gym.Env):
             raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         if horizon <= 0:
             raise ValueError(f"{env_id}: horizon must be > 0, got {horizon}")
+        if max_simulators is not None and max_simulators < 1:
+            raise ValueError(f"{env_id}: max_simulators must be >= 1 or None (every scene's), got {max_simulators}")
         self.env_id = env_id
         self.scenes = tuple(scenes)
         self.tasks = tuple(tasks)
@@ -135,6 +141,7 @@ class CalvinEnv(gym.Env):
         self.terminate_on_success = terminate_on_success
         self.split = split
         self.render_mode = render_mode
+        self.max_simulators = max_simulators
         self.instructions = calvin_instructions()
         privileged_low = np.concatenate([STATE_LOW, SCENE_LOW, FIXTURES_LOW])
         privileged_high = np.concatenate([STATE_HIGH, SCENE_HIGH, FIXTURES_HIGH])
@@ -162,6 +169,11 @@ class CalvinEnv(gym.Env):
         return self._scene
 
     @property
+    def built_scenes(self) -> tuple[str, ...]:
+        """The scenes whose simulators the env holds, the one used longest ago first."""
+        return tuple(self._simulators)
+
+    @property
     def simulator(self) -> Any:
         """calvin's ``PlayTableSimEnv`` of the current scene, for inspection (``scene``, ``robot``, ``get_info``)."""
         if self._scene is None:
@@ -169,9 +181,14 @@ class CalvinEnv(gym.Env):
         return self._simulators[self._scene]
 
     def _simulator_of(self, scene: str) -> Any:
-        """The scene's simulator, built on first use and kept (an ABC env holds up to three)."""
-        if scene not in self._simulators:
-            self._simulators[scene] = build_simulator(scene, *self.image_size, self.renderer)
+        """The scene's simulator, built on first use and kept (an ABC env holds up to three), at most
+        ``max_simulators`` of them: the one used longest ago closes to make room."""
+        if scene in self._simulators:
+            self._simulators[scene] = self._simulators.pop(scene)
+            return self._simulators[scene]
+        while self.max_simulators is not None and len(self._simulators) >= self.max_simulators:
+            close_simulator(self._simulators.pop(next(iter(self._simulators))))
+        self._simulators[scene] = build_simulator(scene, *self.image_size, self.renderer)
         return self._simulators[scene]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
