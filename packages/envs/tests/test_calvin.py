@@ -139,6 +139,15 @@ def test_an_env_keeps_at_most_max_simulators_and_plays_episodes_as_one_that_keep
 
 
 @pytest.mark.slow
+def test_building_a_simulator_prints_nothing(capfd):
+    env = gym.make(D, obs_mode="state")
+    env.reset(options={"episode_id": 0})
+    env.close()
+    print("after")
+    assert capfd.readouterr().out == "after\n"
+
+
+@pytest.mark.slow
 def test_envs_in_one_process_render_alike_and_outlive_each_other():
     """pybullet calls that name no client go to the process's first; the second env's robot still has its
     pedestal (the same frame as the first env's) and still loads once the first env is closed."""

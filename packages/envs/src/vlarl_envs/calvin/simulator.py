@@ -19,6 +19,9 @@ calvin_env needs on today's stack:
   default of those calls.
 - calvin_env's ``tacto`` submodule (tactile sensors) is never imported: the static and gripper cameras
   are the benchmark's.
+- pybullet's C code prints ``argv[0]=`` on every connection, to file descriptor 1, where Python's
+  ``redirect_stdout`` cannot reach; a simulator is built with that descriptor pointed at /dev/null, so
+  a log does not gain a line whenever an env builds a scene's simulator.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import functools
 import importlib
 import inspect
 import io
+import os
+import sys
 import warnings
 from types import SimpleNamespace
 from typing import Any
@@ -137,13 +142,29 @@ def build_simulator(scene: str, height: int, width: int, renderer: str) -> Any:
     """
     calvin = load_calvin()
     config = simulator_config(scene, height, width)
-    simulator = calvin.PlayTableSimEnv(
-        robot_cfg=config.robot, seed=0, use_vr=False, bullet_time_step=BULLET_HZ, cameras=config.cameras,
-        show_gui=False, scene_cfg=config.scene, use_scene_info=True, use_egl=renderer == "egl",
-        control_freq=CONTROL_HZ,
-    )
+    with c_stdout_silenced():
+        simulator = calvin.PlayTableSimEnv(
+            robot_cfg=config.robot, seed=0, use_vr=False, bullet_time_step=BULLET_HZ, cameras=config.cameras,
+            show_gui=False, scene_cfg=config.scene, use_scene_info=True, use_egl=renderer == "egl",
+            control_freq=CONTROL_HZ,
+        )
     render_cameras(simulator)
     return simulator
+
+
+@contextlib.contextmanager
+def c_stdout_silenced():
+    """File descriptor 1 points at /dev/null while the block runs (C code's prints as well as Python's)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def close_simulator(simulator: Any) -> None:
