@@ -136,7 +136,7 @@ def test_train_episodes_stay_in_distribution(episodes):
         assert not {p.name for p in episode.placements} & unseen_names
         assert episode.table in train_tables
         assert episode.instruction == f"put the {episode.target} on the plate"
-        assert 2 <= len(episode.placements) <= 4
+        assert len(episode.placements) == 1  # RL4VLA's training scene: the object and the plate alone
         assert all(in_train_region(p.x, p.y) for p in episode.placements)
         assert np.allclose(episode.camera_target, CAMERA_TARGET)
         assert np.linalg.norm(np.subtract(episode.camera_eye, CAMERA_EYE)) < 0.01
@@ -202,6 +202,12 @@ def test_vision_split_changes_only_what_the_camera_sees(episodes):
             assert tinted or out_of_range or low_angle
         if episode.variation == "camera":
             assert np.linalg.norm(np.subtract(episode.camera_eye, CAMERA_EYE)) >= 0.04 - 1e-9
+
+
+def test_only_multi_object_episodes_have_distractors(episodes):
+    for split_episodes_ in episodes.values():
+        for episode in split_episodes_:
+            assert (len(episode.placements) > 1) == (episode.variation == "multi_object"), episode
 
 
 def test_semantic_split_tests_language_and_unseen_objects(episodes):

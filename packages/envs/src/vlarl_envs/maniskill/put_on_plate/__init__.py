@@ -1,4 +1,4 @@
-"""PutOnPlate: a Panda, a receptacle and a named target among distractors, with out-of-distribution splits.
+"""PutOnPlate: a Panda, a receptacle and a named target object, with out-of-distribution splits.
 
 ``episodes`` defines the fixed, seeded episode lists of the splits, ``objects`` the 34 named
 objects, ``receptacles`` the training plate and 8 unseen receptacles, ``appearance`` the

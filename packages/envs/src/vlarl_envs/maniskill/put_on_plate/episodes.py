@@ -12,9 +12,9 @@ Splits and their variations (each out-of-distribution split cycles through its v
 each split's size is a multiple of its variation count: 30 episodes of each vision and
 semantic variation, 50 of each execution one):
 
-- ``train``: seen objects, 1-3 distractors, the white plate and the canonical instruction,
-  seen tables, neutral light, nominal camera, no overlay, robot near its rest pose, objects
-  in ``TRAIN_REGION``.
+- ``train``: one seen object and the white plate, as in RL4VLA's training scene, the canonical
+  instruction, seen tables, neutral light, nominal camera, no overlay, robot near its rest pose,
+  both in ``TRAIN_REGION``. Every other variation but ``multi_object`` keeps the one object.
 - ``vision`` (210): ``table`` (unseen colours and textures), ``lighting`` (dim, bright, tinted
   or low-angle), ``camera`` (eye moved 4-8 cm, aim 2-4 cm), ``texture_weak`` and
   ``texture_strong`` (a procedural texture over the robot and objects in the image, blend
@@ -167,13 +167,11 @@ def make_episode(split: str, episode_id: int) -> PutOnPlateEpisode:
         target = _pick(rng, tuple(spec for spec in TRAIN_OBJECTS if len(_similar(spec)) >= 2))
     else:
         target = _pick(rng, TRAIN_OBJECTS)
-    others = [spec for spec in TRAIN_OBJECTS if spec.name != target.name]
     if variation == "multi_object":
+        others = [spec for spec in TRAIN_OBJECTS if spec.name != target.name]
         distractors = _similar_distractors(rng, target, others, count=int(rng.integers(4, 6)))
     else:
-        most = 2 if variation == "multi_plate" else 3  # two receptacles leave room for fewer objects
-        chosen = rng.choice(len(others), size=int(rng.integers(1, most + 1)), replace=False)
-        distractors = [others[i] for i in chosen]
+        distractors = []
     receptacles = _receptacles(rng, variation)
 
     receptacle_xys, placements = _layout(rng, target, distractors, receptacles, target_outside=variation == "position")
