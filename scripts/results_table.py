@@ -10,10 +10,13 @@ before RL and after each of ``--steps`` with the lift in points ("-" where a run
 there), each job's wall time to its last evaluation, success per task before RL and after the last
 step, and every evaluation's mean as a learning curve in text. With ``--groups`` (MT50's ``easy medium
 hard very_hard``), a table of each run's success per group before RL and after the last step, the
-groups' unweighted mean (RLinf's "Avg.") and the mean over every episode.
+groups' unweighted mean (RLinf's "Avg.") and the mean over every episode. With ``--chains``, a table of
+CALVIN's chains: the success of 1 to 5 tasks in a row and the average length, before RL and after each
+of ``--steps``.
 
     uv run --locked python scripts/results_table.py docs/results/main-job-runs/mt50-seed0 --steps 15 30 \
         --groups easy medium hard very_hard
+    uv run --locked python scripts/results_table.py docs/results/main-job-runs/calvin-seed0 --steps 20 40 --chains
 
 A job's wall time is its results.json total when the job ran exactly to that evaluation; otherwise
 (a run continued past its job's last step with ``vlarl-train resume=<run>/rl runner.max_steps=N``,
@@ -34,6 +37,9 @@ from vlarl_trainer.metrics import logged_seconds, read_metrics
 
 MEAN_METRIC = "eval/success_once"
 TASK_METRIC_PREFIX = "eval/test/success_once/"
+CHAIN_LENGTH = 5
+CHAIN_METRICS = [f"eval/chains/success_{k}" for k in range(1, CHAIN_LENGTH + 1)] + ["eval/chains/average_length"]
+"""What the trainer logs for CALVIN's chains (``vlarl_trainer.rl.evaluation.CHAIN_PREFIX``)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,19 @@ def group_table(records: list[RunRecord], last_step: int, groups: list[str], spl
     return "\n".join(lines)
 
 
+def chain_table(records: list[RunRecord], steps: list[int]) -> str:
+    """CALVIN's chain figures before RL and after each of ``steps`` a run has reached, one row each."""
+    header = ["seed", "run", "policy", *(f"{k}/{CHAIN_LENGTH}" for k in range(1, CHAIN_LENGTH + 1)), "average length"]
+    lines = [table_row(header), table_row(["---"] * len(header))]
+    for record in records:
+        for step in [0, *(step for step in steps if record.has(step))]:
+            rates = [f"{100 * record.success(step, metric):.0f}%" for metric in CHAIN_METRICS[:-1]]
+            label = "SFT" if step == 0 else f"SFT + {step} RL steps"
+            lines.append(table_row([str(record.seed), f"`{record.name}`", label, *rates,
+                                    f"{record.success(step, CHAIN_METRICS[-1]):.2f}"]))
+    return "\n".join(lines)
+
+
 def curves_text(records: list[RunRecord], last_step: int) -> str:
     """Every evaluation's mean up to ``last_step``, one clause per run (named by its seed while that is unique)."""
     seeds = [record.seed for record in records]
@@ -182,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--groups", nargs="+", default=[],
                         help="the env family's groups, in column order (MT50: easy medium hard very_hard)")
     parser.add_argument("--split", default="test", help="the split whose groups --groups reads (default: test)")
+    parser.add_argument("--chains", action="store_true",
+                        help="also CALVIN's chains (success of 1-5 tasks in a row, average length)")
     args = parser.parse_args(argv)
     records = [read_record(path) for path in args.runs]
     last = args.steps[-1]
@@ -194,6 +215,8 @@ def main(argv: list[str] | None = None) -> None:
         print(task_table(finished, last))
         if args.groups:
             print("\n" + group_table(finished, last, args.groups, args.split))
+    if args.chains:
+        print("\n" + chain_table(records, args.steps))
     print(f"\nHeld-out success at every evaluation: {curves_text(records, last)}.")
 
 

@@ -150,3 +150,23 @@ def test_group_table_gives_each_group_its_mean_and_the_mean_of_groups(tmp_path):
                          "| 0 | `mt50-seed0` | SFT + 2 RL steps | 0.80 | 0.40 | 0.60 | 0.70 |"]
     with pytest.raises(ValueError, match="logs no eval/test/group_success_once/medium"):
         script.group_table([script.read_record(folder)], 2, ["medium"], "test")
+
+
+def test_chain_table_gives_calvins_rates_and_average_length_at_every_evaluation_a_run_has(tmp_path):
+    def with_chains(step: int, lengths: list[int]) -> dict:
+        entry = evaluation(step, {"open_drawer": 0.5})
+        entry.update({f"eval/chains/success_{k}": sum(length >= k for length in lengths) / len(lengths)
+                      for k in range(1, 6)})
+        entry["eval/chains/average_length"] = sum(lengths) / len(lengths)
+        return entry
+
+    folder = write_record(tmp_path / "calvin-seed0", 0, 4, [with_chains(0, [0, 1, 0, 2]), *training_steps(1, 2),
+                                                            with_chains(2, [1, 1, 3, 5])], in_rl=True)
+    script = load_script()
+    table = script.chain_table([script.read_record(folder)], [2, 4]).splitlines()
+    assert table[0] == "| seed | run | policy | 1/5 | 2/5 | 3/5 | 4/5 | 5/5 | average length |"
+    assert table[2:] == ["| 0 | `calvin-seed0` | SFT | 50% | 25% | 0% | 0% | 0% | 0.75 |",
+                         "| 0 | `calvin-seed0` | SFT + 2 RL steps | 100% | 50% | 50% | 25% | 25% | 2.50 |"]
+    without = write_record(tmp_path / "mt10-seed0", 0, 2, [evaluation(0, {"reach-v3": 0.2})])
+    with pytest.raises(ValueError, match="logs no eval/chains/success_1"):
+        script.chain_table([script.read_record(without)], [2])

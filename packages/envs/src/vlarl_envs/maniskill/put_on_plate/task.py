@@ -50,10 +50,11 @@ class PutOnPlateTask(BaseEnv):
     A Panda arm (wrist camera) must put the named target object on the named receptacle. The
     target is one of 34 named objects built from primitives (cubes, blocks, bars, balls, cans,
     rollers, pills, pillars, a dumbbell, L- and T-blocks, ...); it stands alone, or, in the
-    ``semantic`` split's ``multi_object`` episodes, among 4-5 distractors. The receptacle is the white plate, or in the ``semantic`` split one of 8 unseen ones
-    (bowls, trays, a mat, a dish, a saucer, a board), alone or beside another receptacle. The
-    instruction is "put the {object} on the plate", in the ``semantic`` split also an unseen
-    phrasing or "put the {object} on the {receptacle}".
+    ``semantic`` split's ``multi_object`` episodes, among 4-5 distractors. The receptacle is the
+    white plate, or in the ``semantic`` split one of 8 unseen ones (bowls, trays, a mat, a dish,
+    a saucer, a board), alone or beside another receptacle. The instruction is "put the {object}
+    on the plate", in the ``semantic`` split also an unseen phrasing or "put the {object} on the
+    {receptacle}".
 
     **Randomizations:**
     Everything comes from a ``PutOnPlateEpisode`` (``episodes.make_episode``) passed per
