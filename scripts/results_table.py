@@ -38,7 +38,8 @@ from vlarl_trainer.metrics import logged_seconds, read_metrics
 MEAN_METRIC = "eval/success_once"
 TASK_METRIC_PREFIX = "eval/test/success_once/"
 CHAIN_LENGTH = 5
-CHAIN_METRICS = [f"eval/chains/success_{k}" for k in range(1, CHAIN_LENGTH + 1)] + ["eval/chains/average_length"]
+CHAIN_SUCCESS_METRICS = [f"eval/chains/success_{k}" for k in range(1, CHAIN_LENGTH + 1)]
+CHAIN_AVERAGE_LENGTH_METRIC = "eval/chains/average_length"
 """What the trainer logs for CALVIN's chains (``vlarl_trainer.rl.evaluation.CHAIN_PREFIX``)."""
 
 
@@ -171,10 +172,10 @@ def chain_table(records: list[RunRecord], steps: list[int]) -> str:
     lines = [table_row(header), table_row(["---"] * len(header))]
     for record in records:
         for step in [0, *(step for step in steps if record.has(step))]:
-            rates = [f"{100 * record.success(step, metric):.0f}%" for metric in CHAIN_METRICS[:-1]]
+            rates = [f"{100 * record.success(step, metric):.0f}%" for metric in CHAIN_SUCCESS_METRICS]
             label = "SFT" if step == 0 else f"SFT + {step} RL steps"
             lines.append(table_row([str(record.seed), f"`{record.name}`", label, *rates,
-                                    f"{record.success(step, CHAIN_METRICS[-1]):.2f}"]))
+                                    f"{record.success(step, CHAIN_AVERAGE_LENGTH_METRIC):.2f}"]))
     return "\n".join(lines)
 
 
