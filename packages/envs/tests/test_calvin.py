@@ -25,7 +25,7 @@ from vlarl_envs.calvin.assets import (  # noqa: E402
     annotations_dir,
     task_oracle_config,
 )
-from vlarl_envs.calvin.chains import Chain, evaluation_chains  # noqa: E402
+from vlarl_envs.calvin.chains import evaluation_chains  # noqa: E402
 from vlarl_envs.calvin.simulator import by_name, joint_limits  # noqa: E402
 
 pytestmark = pytest.mark.sim
@@ -269,11 +269,10 @@ def test_a_chain_renders_only_the_observations_its_policy_sees(monkeypatch):
         return chunks[len(seen) - 1]
 
     env = gym.make(D, image_size=32)
-    chain = evaluation_chains(1)[0]
-    assert play_chain(env, policy, chain, chain_index=0, steps_per_task=10) == 0
+    assert play_chain(env, policy, chain_index=0, steps_per_task=10) == 0
     assert len(seen) == 4 and len(renders) == 4  # chunks of 3, 3, 3 and 1 action; nothing after the last
     calvin = env.unwrapped
-    observation, _ = calvin.reset_to_condition(chain.initial_condition, chain.tasks[0], 0)
+    observation, _ = calvin.reset(options={"chain": 0})
     for chunk, expected in zip(chunks, seen):
         for key in ("main_images", "wrist_images", "states"):
             np.testing.assert_array_equal(expected[key], observation[key])
@@ -303,15 +302,53 @@ class OracleHelper:
         return np.tile(OPEN_AND_STILL, (2, 1))  # a chunk of two actions
 
 
+CHAIN_OF_DRAWER_AND_LED = 65
+"""An evaluation chain that opens the drawer, then turns on the LED, then moves the slider right."""
+
+
 @pytest.mark.slow
 def test_a_chain_goes_on_while_its_tasks_succeed():
+    assert evaluation_chains(CHAIN_OF_DRAWER_AND_LED + 1)[-1].tasks[:3] == ("open_drawer", "turn_on_led",
+                                                                         "move_slider_right")
     env = gym.make(D, obs_mode="state")
-    start = {"led": 0, "lightbulb": 0, "slider": "right", "drawer": "closed", "red_block": "table",
-             "blue_block": "slider_left", "pink_block": "table", "grasped": 0}
-    chain = Chain(start, ("open_drawer", "turn_on_led", "move_slider_left", "lift_red_block_table", "rotate_pink_block_left"))
     helper = OracleHelper(env, {"open_drawer", "turn_on_led"})
-    assert play_chain(env, helper, chain, chain_index=0, steps_per_task=3) == 2
-    assert helper.resets == 3 and env.unwrapped.task == "move_slider_left"
+    assert play_chain(env, helper, CHAIN_OF_DRAWER_AND_LED, steps_per_task=3) == 2
+    assert helper.resets == 3 and env.unwrapped.task == "move_slider_right"
     assert env.unwrapped.simulator.get_info()["scene_info"]["lights"]["led"]["logical_state"] == 1
-    assert play_chain(env, OracleHelper(env, {"turn_on_led"}), chain, chain_index=0, steps_per_task=3) == 0
+    assert play_chain(env, OracleHelper(env, {"turn_on_led"}), CHAIN_OF_DRAWER_AND_LED, steps_per_task=3) == 0
+    env.close()
+
+
+@pytest.mark.slow
+def test_a_chain_is_one_episode_whose_return_is_its_length(monkeypatch):
+    """Through the registered wrappers a chain is an episode like any other: a chunk stops where a task
+    succeeds (``replan``) and the next one begins with its own instruction and step budget; the episode
+    ends at the first task that runs out of steps, its return the tasks completed."""
+    import vlarl_envs.calvin.env as calvin_env_module
+
+    steps = []
+    physics = calvin_env_module.step_physics
+    monkeypatch.setattr(calvin_env_module, "step_physics", lambda *args: steps.append(1) or physics(*args))
+    succeed_at = {4: "open_drawer", 9: "turn_on_led"}  # the step (of the episode) each task succeeds at
+    monkeypatch.setattr(calvin_env_module, "task_done", lambda task, start_info, info: succeed_at.get(len(steps)) == task)
+    env = gym.make(D, obs_mode="state", action_chunk=3)
+    observation, info = env.reset(options={"chain": CHAIN_OF_DRAWER_AND_LED, "steps_per_task": 6})
+    assert info["chain_tasks"][:2] == ["open_drawer", "turn_on_led"] and info["chain_length"] == 0
+    instructions, chunk_steps, rewards = [observation["task_description"]], [], []
+    terminated = truncated = False
+    while not (terminated or truncated):
+        observation, reward, terminated, truncated, info = env.step(np.tile(OPEN_AND_STILL, (3, 1)))
+        instructions.append(observation["task_description"])
+        chunk_steps.append(info["chunk_steps"])
+        rewards.append(reward)
+    # steps 1-3, 4 (open_drawer succeeds: the chunk stops), 5-7, 8-9 (turn_on_led), 10-12, 13-15 (6 steps spent)
+    assert chunk_steps == [3, 1, 3, 2, 3, 3] and rewards == [0, 1, 0, 1, 0, 0]
+    assert truncated and not terminated and info["chain_length"] == 2 and info["episode"]["return"] == 2
+    assert len(set(instructions)) == 3 and instructions[1] == instructions[0] != instructions[2]
+    with pytest.raises(ValueError, match="a chain fixes its own task, split and start; got \\['task'\\]"):
+        env.reset(options={"chain": 0, "task": "open_drawer"})
+    with pytest.raises(ValueError, match="numbered 0..999, got 1000"):
+        env.reset(options={"chain": 1000})
+    with pytest.raises(ValueError, match="steps_per_task sets the steps of a chain's tasks"):
+        env.reset(options={"steps_per_task": 5})
     env.close()

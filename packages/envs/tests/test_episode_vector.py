@@ -37,6 +37,21 @@ def test_an_episode_still_running_reports_its_statistics_so_far(counter_env):
         vec.reset([{}, {}])
 
 
+def test_an_idle_env_resets_but_plays_nothing(counter_env):
+    envs = [EpisodeStatistics(RewardMode(counter_env(horizon=3), "dense")) for _ in range(2)]
+    vec = EpisodeVectorEnv(envs)
+    batch, _ = vec.reset([{}, {}], idle=[False, True])
+    assert batch["states"].shape == (2, 1)
+    _, rewards, done, infos = vec.step(np.zeros((2, 2), np.float32))
+    assert done.tolist() == [False, True] and rewards.tolist() == [1.0, 0.0] and infos[1] == {}
+    assert [env.unwrapped.steps for env in envs] == [1, 0]
+    assert vec.episode_statistics()[1]["episode_len"] == 0
+    vec.reset([{}, {}])
+    assert vec.step(np.zeros((2, 2), np.float32))[2].tolist() == [False, False]
+    with pytest.raises(ValueError, match="expected an idle flag for each of 2 envs, got 1"):
+        vec.reset([{}, {}], idle=[True])
+
+
 def test_stacked_observations_keep_instructions_as_a_list():
     batch = stack_observations([{"states": np.ones(2), "task_description": "a"},
                                 {"states": np.zeros(2), "task_description": "b"}])

@@ -61,6 +61,9 @@ def test_episode_statistics_of_an_unfinished_episode_and_bad_actions():
         one.step(np.full((1, 3, 7), np.nan, np.float32))
     with pytest.raises(ValueError, match="expected reset options for each of 1 envs, got 2"):
         one.reset([{}, {}])
+    one.reset([{"episode_id": 11}], idle=[True])
+    _, rewards, done, infos = one.step(np.zeros((1, 3, 7), np.float32))
+    assert done.tolist() == [True] and infos == [{}] and one.episode_statistics()[0]["episode_len"] == 0
     one.close()
     reference.close()
 

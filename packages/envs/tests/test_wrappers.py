@@ -137,6 +137,21 @@ def test_action_chunk_runs_substeps_and_stops_at_done(counter_env):
         env.step(np.zeros(2, np.float32))
 
 
+@pytest.mark.parametrize("mode", ["sparse", "only_at_end"])
+def test_a_replan_starts_a_new_goal_that_pays_again_and_ends_the_chunk(mode, counter_env):
+    """A CALVIN chain's task switch: each goal's success pays, and a chunk stops at the switch."""
+    goals = counter_env(success_from=2, horizon=6, replan_at=(2, 4))
+    assert run_episode(RewardMode(goals, mode))[0] == [0, 1, 0, 1, 0, 1]
+    env = EpisodeStatistics(ActionChunk(RewardMode(counter_env(success_from=2, horizon=6, replan_at=(2, 4)), mode), 3))
+    env.reset()
+    steps, rewards = [], []
+    for _ in range(3):
+        *_, reward, _, truncated, info = env.step(np.zeros((3, 2), np.float32))
+        steps.append(info["chunk_steps"])
+        rewards.append(reward)
+    assert steps == [2, 2, 2] and rewards == [1, 1, 1] and truncated and info["episode"]["return"] == 3
+
+
 def test_episode_statistics_success_once_differs_from_at_end(counter_env):
     class Flicker(counter_env):
         def step(self, action):

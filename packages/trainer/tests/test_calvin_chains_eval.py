@@ -1,21 +1,26 @@
-"""vlarl-eval's CALVIN chains: a tiny random pi0 plays the first chains on CALVIN-D in the evaluating process.
+"""vlarl-eval's CALVIN chains: a tiny random pi0 plays the first chains on CALVIN-D on the env workers.
 
 A random policy almost never completes a task, so one test plays against CALVIN's own oracle and checks
-the report's shape and consistency, and another gives the oracle a script (success exactly for the tasks
-it names) to check that a chain goes on while its tasks succeed and that the summary counts it right.
+the report's shape and consistency, and others give the oracle a script in every worker process (success
+exactly for the tasks it names) to check that a chain goes on while its tasks succeed and that the
+summary counts it right.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 
+import numpy as np
 import pytest
-import torch
 
 import vlarl_policies
 from vlarl_trainer.cli.commands import eval_main
 from vlarl_trainer.config import load_config, to_yaml
-from vlarl_trainer.rl.evaluation import check_calvin_chains, evaluate_checkpoint, report_json
+from vlarl_trainer.rl import evaluation
+from vlarl_trainer.rl.evaluation import check_calvin_chains, evaluate_checkpoint, play_calvin_chains, report_json
+from vlarl_trainer.rl.rollout import Shards
 
 IMAGE_SIZE = 32
 """Both cameras at 32 px: a task's 360 steps take about 20 s on one loaded core."""
@@ -23,10 +28,32 @@ CHAIN_METRICS = [f"eval/chains/success_{k}" for k in range(1, 6)] + ["eval/chain
 
 
 def chain_settings(chains: int) -> list[str]:
-    """CALVIN-D with the tiny policy's chunk of 4, chains only (no single-task episodes, so no workers)."""
+    """CALVIN-D with the tiny policy's chunk of 4, chains only (no single-task episodes)."""
     return ["env.id=vlarl/CALVIN-D-v0", f"env.kwargs={{obs_mode: rgb, image_size: {IMAGE_SIZE}}}",
             "env.action_chunk=4", "env.num_envs=1", "env.max_steps=8", "eval.episodes_per_task=0",
             f"eval.calvin_chains={chains}", "runner.progress=false"]
+
+
+@contextlib.contextmanager
+def oracle_in_workers(succeeding: set[str] | None):
+    """Ray whose worker processes judge CALVIN's tasks by a script: success at once for the tasks in
+    ``succeeding`` (every task for None), never for the others."""
+    import cloudpickle
+    import ray
+
+    def script_the_oracle():
+        import vlarl_envs.calvin.env as calvin_env_module
+
+        calvin_env_module.task_done = lambda task, start_info, info: succeeding is None or task in succeeding
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the hook travels whole, not by module name
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+             runtime_env={"worker_process_setup_hook": script_the_oracle})
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -62,20 +89,21 @@ def test_vlarl_eval_scores_a_chain_with_calvins_oracle(calvin_run, capsys):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run, monkeypatch):
+def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run):
+    """Two chains on three envs (one sits the round out): the first succeeds throughout, the second up to
+    its first task outside the script."""
     from vlarl_envs.testing import require_simulator
 
     require_simulator("calvin_env")
-    import vlarl_envs.calvin.env as calvin_env_module
     from vlarl_envs.calvin.chains import evaluation_chains
 
     first, second = evaluation_chains(2)
     succeeding = set(first.tasks) | set(second.tasks[:2])
     expected_second = next(index for index, task in enumerate(second.tasks) if task not in succeeding)
-    monkeypatch.setattr(calvin_env_module, "task_done", lambda task, start_info, info: task in succeeding)
 
-    config = load_config(chain_settings(2), need_recipe=False)
-    report = evaluate_checkpoint(config, calvin_run / "checkpoints" / "step_1" / "policy")
+    config = load_config([*chain_settings(2), "env.num_envs=3"], need_recipe=False)
+    with oracle_in_workers(succeeding):
+        report = evaluate_checkpoint(config, calvin_run / "checkpoints" / "step_1" / "policy")
 
     lengths = report["chains"]["lengths"]
     assert lengths == [5, expected_second]
@@ -91,19 +119,36 @@ def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run, monkeypatch):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_chains_play_every_task_when_the_env_holds_a_subset(calvin_run, monkeypatch):
+def test_chains_play_every_task_when_the_env_holds_a_subset(calvin_run):
     """A run trained on a few tasks (env.kwargs.tasks) still plays CALVIN's chains, whose tasks are all 34."""
     from vlarl_envs.testing import require_simulator
 
     require_simulator("calvin_env")
-    import vlarl_envs.calvin.env as calvin_env_module
-
-    monkeypatch.setattr(calvin_env_module, "task_done", lambda task, start_info, info: True)
     settings = [setting for setting in chain_settings(1) if not setting.startswith("env.kwargs=")]
     config = load_config([*settings, f"env.kwargs={{obs_mode: rgb, image_size: {IMAGE_SIZE}, tasks: [open_drawer]}}"],
                          need_recipe=False)
-    report = evaluate_checkpoint(config, calvin_run / "checkpoints" / "step_1" / "policy")
+    with oracle_in_workers(None):
+        report = evaluate_checkpoint(config, calvin_run / "checkpoints" / "step_1" / "policy")
     assert report["chains"]["lengths"] == [5]
+
+
+def test_chains_play_in_rounds_of_the_envs_and_score_their_returns(monkeypatch):
+    """Five chains on four envs: two rounds, the second with three envs idle; every chain gets the chunk
+    steps of five full tasks and stops once all have ended; a chain's return is its length."""
+    calls = []
+
+    def play(shards, options, chunk_steps, **kwargs):
+        calls.append((options, chunk_steps, kwargs))
+        return {"return": np.array([float(option["chain"] % 6) for option in options])}
+
+    monkeypatch.setattr(evaluation, "run_episodes", play)
+    config = load_config([*chain_settings(5), "env.action_chunk=5"], need_recipe=False)
+    report = play_calvin_chains(config, Shards(env=[None, None], rollout=None, stage_num=1, envs_per_stage=2))
+    assert report["lengths"] == [0, 1, 2, 3, 4]
+    assert report["metrics"]["eval/chains/average_length"] == 2.0 and report["summary"]["success_4"] == 0.2
+    assert [[option["chain"] for option in options] for options, _, _ in calls] == [[0, 1, 2, 3], [4, 4, 4, 4]]
+    assert [kwargs["played"] for _, _, kwargs in calls] == [4, 1]
+    assert all(steps == 5 * 72 and kwargs["stop_when_done"] and kwargs["deterministic"] for _, steps, kwargs in calls)
 
 
 def test_chains_need_a_calvin_evaluation_env(tmp_path, capsys):
@@ -115,6 +160,9 @@ def test_chains_need_a_calvin_evaluation_env(tmp_path, capsys):
                                      "eval.calvin_chains=5"], need_recipe=False)
     with pytest.raises(ValueError, match="evaluation env is vlarl/MetaWorld-MT10-v3"):
         check_calvin_chains(trained_on_calvin)
+    with pytest.raises(ValueError, match=r"reads a chain's length from its return.*has 'dense'"):
+        check_calvin_chains(load_config(["env.id=vlarl/CALVIN-D-v0", "eval.calvin_chains=5",
+                                         "eval.env_kwargs={reward_mode: raw}"], need_recipe=False))
     with pytest.raises(ValueError, match=r"eval.calvin_chains must lie in 0..1000"):
         check_calvin_chains(load_config(["env.id=vlarl/CALVIN-D-v0", "eval.calvin_chains=1001"], need_recipe=False))
     check_calvin_chains(load_config(["env.id=vlarl/CALVIN-ABC-v0", "eval.env_id=vlarl/CALVIN-D-v0",
@@ -129,32 +177,27 @@ def test_chains_need_a_calvin_evaluation_env(tmp_path, capsys):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_the_trainers_evaluations_play_the_chains_with_the_actors_policy(tmp_path, monkeypatch):
-    """Before RL and after its one step the trainer scores the chains too, in the driver, with the policy the
-    actor holds; CALVIN's oracle answers success for every task there, so each chain runs to its end."""
+def test_the_trainers_evaluations_play_the_chains(tmp_path):
+    """Before RL and after its one step the trainer scores the chains too, on its evaluation workers; the
+    scripted oracle answers success for every task there, so each chain runs to its end."""
     from vlarl_envs.testing import require_simulator
 
     require_simulator("calvin_env")
-    import vlarl_envs.calvin.env as calvin_env_module
     from vlarl_trainer.metrics import read_metrics
     from vlarl_trainer.rl.runner import Trainer
 
-    monkeypatch.setattr(calvin_env_module, "task_done", lambda task, start_info, info: True)
     config = load_config([*chain_settings(2), "env.num_envs=2", "eval.episodes_per_task=1", "eval.at_start=true",
                           "rollout.rollout_epoch=1", "rollout.pipeline_stage_num=1", "actor.global_batch_size=4",
                           "actor.micro_batch_size=2", "runner.max_steps=1", f"runner.output_dir={tmp_path}",
                           "runner.name=run", "policy.kwargs={image_size: 32, camera_keys: [main_images, wrist_images], "
                           "max_token_len: 32}"], need_recipe=False)
-    trainer = Trainer(config)
-    try:
-        trainer.run()
-        played, weights = trainer._policy_of_step().state_dict(), trainer.actor_weights()
-    finally:
-        trainer.close()
+    with oracle_in_workers(None):
+        trainer = Trainer(config)
+        try:
+            trainer.run()
+        finally:
+            trainer.close()
     metrics = read_metrics(trainer.run_dir / "metrics.jsonl")
     for step in (0, 1):
         assert metrics[step]["eval/chains/average_length"] == 5.0 and metrics[step]["eval/chains/success_5"] == 1.0
         assert "eval/success_once" in metrics[step]
-    initial = vlarl_policies.from_pretrained(trainer.run_dir / "initial_policy").state_dict()
-    assert all(torch.equal(played[name], tensor) for name, tensor in weights.items())
-    assert any(not torch.equal(weights[name], tensor) for name, tensor in initial.items()), "the step moved nothing"

@@ -98,14 +98,14 @@ def validate_action(env_id: str, action: Any, space: spaces.Box) -> np.ndarray:
     return np.minimum(np.maximum(array, space.low, dtype=np.float32), space.high)
 
 
-def validate_options(env_id: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Reject unknown reset options and malformed episode ids."""
+def validate_options(env_id: str, options: Mapping[str, Any] | None, extra: Iterable[str] = ()) -> dict[str, Any]:
+    """Reject unknown reset options and malformed episode ids; ``extra`` names the options an env accepts
+    beyond the contract's (CALVIN's chains)."""
     options = dict(options or {})
-    unknown = set(options) - RESET_OPTION_KEYS
+    accepted = RESET_OPTION_KEYS | set(extra)
+    unknown = set(options) - accepted
     if unknown:
-        raise ValueError(
-            f"{env_id}: unknown reset option(s) {sorted(unknown)}; expected any of {sorted(RESET_OPTION_KEYS)}"
-        )
+        raise ValueError(f"{env_id}: unknown reset option(s) {sorted(unknown)}; expected any of {sorted(accepted)}")
     episode_id = options.get("episode_id")
     if episode_id is not None and (
         isinstance(episode_id, bool) or not isinstance(episode_id, (int, np.integer)) or episode_id < 0

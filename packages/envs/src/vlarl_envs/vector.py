@@ -78,17 +78,22 @@ class EpisodeVectorEnv:
         self._done = np.zeros(self.num_envs, bool)
         self._episodes: list[dict[str, Any] | None] = [None] * self.num_envs
 
-    def reset(self, options: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Start one episode per env, env ``i`` with ``options[i]``; returns the batch and each env's info."""
+    def reset(self, options: Sequence[dict[str, Any]], idle: Sequence[bool] | None = None
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Start one episode per env, env ``i`` with ``options[i]``; returns the batch and each env's info.
+
+        An env marked ``idle`` resets, so the batch holds an observation for it, but starts done: it is
+        never stepped and plays nothing (the last round of an evaluation leaves envs over)."""
         if len(options) != self.num_envs:
             raise ValueError(f"expected reset options for each of {self.num_envs} envs, got {len(options)}")
+        idle = idle_mask(idle, self.num_envs)
         self._observations, infos = [], []
         for env, env_options in zip(self.envs, options):
             observation, info = env.reset(options=env_options)
             self._observations.append(observation)
             infos.append(info)
         self._complete(list(range(self.num_envs)))
-        self._done = np.zeros(self.num_envs, bool)
+        self._done = idle
         self._episodes = [None] * self.num_envs
         return stack_observations(self._observations), infos
 
@@ -129,6 +134,16 @@ class EpisodeVectorEnv:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def idle_mask(idle: Sequence[bool] | None, num_envs: int) -> np.ndarray:
+    """``idle`` as a bool array of ``num_envs`` (all false for None), or a ValueError naming the sizes."""
+    if idle is None:
+        return np.zeros(num_envs, bool)
+    mask = np.array(idle, bool).reshape(-1)
+    if mask.shape != (num_envs,):
+        raise ValueError(f"expected an idle flag for each of {num_envs} envs, got {len(mask)}")
+    return mask
 
 
 def stack_observations(observations: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -7,14 +7,15 @@ possible from that state with no two tasks of one category; the list of (start s
 shuffled by the legacy generator seeded with 0. The legacy generator's streams are fixed across numpy
 versions, so the chains are too.
 
-A chain plays as calvin's ``evaluate_policy`` plays it: the scene starts in the chain's start state, each
-task gets 360 steps with CALVIN's validation instruction and succeeds when the task oracle sees it done
-relative to the state the task started in; the chain stops at the first failure. Its score is the number
-of tasks completed, and ``summarize`` turns the scores into the success rate of 1 to 5 tasks in a row and
-the average length. The full 1000 chains are the benchmark; an experiment on a CPU may score the first N.
-One difference from calvin: a start state's block poses are drawn from the chain's index
-(``CalvinEnv.reset_to_condition``), where calvin's ``get_env_state_for_initial_condition`` puts blocks on
-fixed spots.
+A chain plays as calvin's ``evaluate_policy`` plays it, as one episode of ``CalvinEnv`` (reset option
+``chain``): the scene starts in the chain's start state, each task gets 360 steps with CALVIN's validation
+instruction and succeeds when the task oracle sees it done relative to the state the task started in; the
+chain stops at the first failure. ``play_chain`` plays one in this process; the trainer plays a batch on
+its env workers, one chain per env. A chain's score is the number of tasks completed, and ``summarize``
+turns the scores into the success rate of 1 to 5 tasks in a row and the average length. The full 1000
+chains are the benchmark; an experiment on a CPU may score the first N. One difference from calvin: a
+start state's block poses are drawn from the chain's index, where calvin's
+``get_env_state_for_initial_condition`` puts blocks on fixed spots.
 
     python -m vlarl_envs.calvin --show 5                     # the first five chains
     python -m vlarl_envs.calvin --play 3 --image-size 64     # three chains with random actions
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from vlarl_envs.calvin.tasks import CALVIN_TASKS, TASK_NAMES, SymbolicState, chain_is_possible, initial_conditions
+from vlarl_envs.wrappers.action_chunk import REPLAN
 
 NUM_CHAINS = 1000
 CHAIN_LENGTH = 5
@@ -92,13 +94,18 @@ def evaluation_chains(count: int = NUM_CHAINS) -> tuple[Chain, ...]:
     """
     if not 0 <= count <= NUM_CHAINS:
         raise ValueError(f"CALVIN has {NUM_CHAINS} evaluation chains, asked for {count}")
+    return tuple(evaluation_chain(index) for index in range(count))
+
+
+def evaluation_chain(index: int) -> Chain:
+    """Chain ``index`` (0..999) of calvin's list; only its start state's chains are drawn."""
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < NUM_CHAINS:
+        raise ValueError(f"CALVIN's evaluation chains are numbered 0..{NUM_CHAINS - 1}, got {index!r}")
+    position = _shuffled_order()[index]
     first_of_state = np.cumsum((0,) + _chain_counts())
-    chains = []
-    for position in _shuffled_order()[:count]:
-        state_index = int(np.searchsorted(first_of_state, position, side="right")) - 1
-        tasks = chains_of_state(state_index)[position - first_of_state[state_index]]
-        chains.append(Chain(dict(initial_conditions()[state_index]), tasks))
-    return tuple(chains)
+    state_index = int(np.searchsorted(first_of_state, position, side="right")) - 1
+    tasks = chains_of_state(state_index)[position - first_of_state[state_index]]
+    return Chain(dict(initial_conditions()[state_index]), tasks)
 
 
 Policy = Callable[[Mapping[str, Any]], np.ndarray]
@@ -106,55 +113,52 @@ Policy = Callable[[Mapping[str, Any]], np.ndarray]
 task, as calvin calls its model's ``reset``."""
 
 
-def play_task(env: Any, policy: Policy, observation: Mapping[str, Any], steps: int) -> bool:
-    """Step ``policy`` in ``env`` (a ``CalvinEnv``) for up to ``steps`` actions; whether the current task
-    succeeded.
+def play_chain(env: Any, policy: Policy, chain_index: int, steps_per_task: int = STEPS_PER_TASK) -> int:
+    """Play evaluation chain ``chain_index`` in one CALVIN env (any wrapper of a ``CalvinEnv``) as the chain
+    episode ``reset(options={"chain": ...})`` starts; the number of tasks completed in a row.
 
     Only the observation the policy sees next, after a chunk's last action, has its cameras rendered:
     rendering both cameras takes about twice the physics of a step, and the sub-steps' images are
     never looked at. The images come from the state the chunk leaves, so they are the ones a render
-    at every step would have shown."""
-    taken = 0
-    while taken < steps:
-        chunk = np.reshape(policy(observation), (-1, env.action_space.shape[0]))
-        env.defer_images = True
-        try:
-            for action in chunk:
-                observation, _, _, _, info = env.step(np.asarray(action, np.float32))
-                taken += 1
-                if info["success"]:
-                    return True
-                if taken == steps:
-                    return False
-        finally:
-            env.defer_images = False
-        observation = env.complete_observation(observation)
-    return False
-
-
-def play_chain(env: Any, policy: Policy, chain: Chain, chain_index: int, steps_per_task: int = STEPS_PER_TASK) -> int:
-    """Play ``chain`` in one CALVIN env (any wrapper of a ``CalvinEnv``); the number of tasks completed in a row.
-
-    The scene's start state realizes ``chain.initial_condition`` with block poses drawn from ``chain_index``
-    (the test split's stream), so chain ``k`` always starts the same.
-    """
+    at every step would have shown. A chunk stops where its task succeeds, and the policy plans the next
+    task from there."""
     calvin = env.unwrapped
-    observation, _ = calvin.reset_to_condition(chain.initial_condition, chain.tasks[0], chain_index)
-    for completed, task in enumerate(chain.tasks):
-        if completed:
-            observation = calvin.switch_task(task)
+    observation, info = calvin.reset(options={"chain": chain_index, "steps_per_task": steps_per_task})
+    ended = False
+    while not ended:
         if hasattr(policy, "reset"):
             policy.reset()
-        if not play_task(calvin, policy, observation, steps_per_task):
-            return completed
-    return len(chain.tasks)
+        observation, info, ended = play_task(calvin, policy, observation)
+    return info["chain_length"]
+
+
+def play_task(calvin: Any, policy: Policy, observation: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """Step ``policy``'s chunks in a chain episode until its current task succeeds or the episode ends;
+    the last observation (without images where the episode ended), the last step's info and whether the
+    episode ended."""
+    while True:
+        chunk = np.reshape(policy(observation), (-1, calvin.action_space.shape[0]))
+        calvin.defer_images = True
+        try:
+            for action in chunk:
+                observation, _, terminated, truncated, info = calvin.step(np.asarray(action, np.float32))
+                if terminated or truncated or info.get(REPLAN):
+                    break
+        finally:
+            calvin.defer_images = False
+        if terminated or truncated:  # no policy sees this observation: its images stay unrendered
+            return observation, info, True
+        observation = calvin.complete_observation(observation)
+        if info.get(REPLAN):
+            return observation, info, False
 
 
 def evaluate_chains(env: Any, policy: Policy, num_chains: int = NUM_CHAINS,
                     steps_per_task: int = STEPS_PER_TASK) -> list[int]:
-    """The completed length of each of the first ``num_chains`` evaluation chains."""
-    chains = evaluation_chains(num_chains)
-    return [play_chain(env, policy, chain, index, steps_per_task) for index, chain in enumerate(chains)]
+    """The completed length of each of the first ``num_chains`` evaluation chains, one after another."""
+    if not 0 <= num_chains <= NUM_CHAINS:
+        raise ValueError(f"CALVIN has {NUM_CHAINS} evaluation chains, asked for {num_chains}")
+    return [play_chain(env, policy, index, steps_per_task) for index in range(num_chains)]
 
 
 def summarize(lengths: Iterable[int]) -> dict[str, float]:

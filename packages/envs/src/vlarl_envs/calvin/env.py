@@ -31,8 +31,15 @@ their joints); ``vlarl_envs.calvin.privileged`` names its parts. Actions: 7-D re
 ``rel_actions``: TCP position (x 2 cm) and Euler angles (x 0.05 rad) per step, then the gripper, open
 where positive and closed otherwise (calvin's 1 and -1).
 
-For the long-horizon protocol, ``reset_to_condition`` starts a scene in a chain's symbolic state and
-``switch_task`` moves on to the chain's next task in the same scene (``vlarl_envs.calvin.chains``).
+Chains: ``reset(options={"chain": k})`` plays CALVIN's evaluation chain ``k`` (``vlarl_envs.calvin.chains``)
+as one episode. The scene starts in the chain's symbolic state with block poses drawn from the test
+split's stream of ``k``; each task gets ``steps_per_task`` steps (option, 360 as calvin) and its canonical
+instruction, and succeeds relative to the state it began in. A success earns 1 and moves on to the next
+task in the scene as it is: the step's observation carries the next instruction and its info
+``replan=True`` (an ``ActionChunk`` drops the rest of its chunk there, as calvin resets its models'
+action queues). The episode terminates when the fifth task succeeds and truncates when a task runs out of
+steps, so its return is the chain's length (``info["chain_length"]``). Chains play every one of CALVIN's
+34 tasks, whatever ``tasks`` the env draws its single-task episodes from.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import numpy as np
 from gymnasium import spaces
 
 from vlarl_envs.calvin.assets import calvin_instructions
+from vlarl_envs.calvin.chains import STEPS_PER_TASK, evaluation_chain
 from vlarl_envs.calvin.simulator import (
     RENDERERS,
     build_simulator,
@@ -57,7 +65,7 @@ from vlarl_envs.calvin.simulator import (
     step_physics,
     task_done,
 )
-from vlarl_envs.calvin.tasks import INITIAL_CONDITION_VALUES, SymbolicState, start_states
+from vlarl_envs.calvin.tasks import SymbolicState, start_states
 from vlarl_envs.contract import (
     check_obs_mode,
     image_shape,
@@ -66,11 +74,14 @@ from vlarl_envs.contract import (
     validate_choice,
     validate_options,
 )
+from vlarl_envs.wrappers.action_chunk import REPLAN
 
 SPLIT_STREAMS = {"train": 0, "test": 1, "semantic": 1}
 """Seed stream of each split's episodes: ``semantic`` replays ``test``'s with paraphrased instructions."""
 SPLITS = tuple(SPLIT_STREAMS)
 PARAPHRASED_SPLITS = frozenset({"semantic"})
+CHAIN_OPTIONS = ("chain", "steps_per_task")
+"""Reset options of a chain episode, besides the contract's: the chain's index and each task's steps."""
 
 ANGLE = 2 * np.pi
 STATE_LOW = np.array([-2.0] * 3 + [-ANGLE] * 3 + [-0.01] + [-ANGLE] * 7 + [-1.0])
@@ -155,6 +166,11 @@ class CalvinEnv(gym.Env):
         self._instruction = ""
         self._start_info: dict = {}
         self._elapsed = 0
+        self._budget = self.horizon
+        """Steps the current task gets: ``horizon``, or a chain's ``steps_per_task``."""
+        self._chain: tuple[str, ...] | None = None
+        """The tasks of the chain being played (None in a single-task episode)."""
+        self._completed = 0
         self._last_image: np.ndarray | None = None
         self.defer_images = False
         """While true, steps leave the images out (see ``vlarl_envs.wrappers.DefersImages``)."""
@@ -193,7 +209,12 @@ class CalvinEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = validate_options(self.env_id, options)
+        options = validate_options(self.env_id, options, extra=CHAIN_OPTIONS)
+        if "chain" in options:
+            return self._reset_chain(options)
+        if "steps_per_task" in options:
+            raise ValueError(f"{self.env_id}: steps_per_task sets the steps of a chain's tasks; pass it with "
+                             f"the chain option, or set horizon for single-task episodes")
         split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLITS)
         episode_id = options.get("episode_id")
         if episode_id is None:
@@ -206,39 +227,33 @@ class CalvinEnv(gym.Env):
         starts = start_states(task)
         state = starts[int(rng.integers(len(starts)))]
         instruction = self.instructions.choose(task, split in PARAPHRASED_SPLITS, rng)
+        self._chain, self._budget = None, self.horizon
         observation = self._start(scene, state, task, instruction, rng)
         success = self._success()
         info = {"success": success, "is_success": success, "task": task, "episode_id": int(episode_id),
                 "split": split, "scene": scene}
         return observation, info
 
-    def reset_to_condition(self, condition: SymbolicState, task: str, episode_id: int):
-        """Start ``task`` from the symbolic ``condition`` (a chain's start state, all of
-        ``INITIAL_CONDITION_VALUES``' keys), block poses and scene drawn from the test split's stream of
-        ``episode_id``; the instruction is the canonical one, as in calvin's evaluation."""
-        validate_choice(self.env_id, "task", task, self.tasks)
-        missing = set(INITIAL_CONDITION_VALUES) - set(condition)
-        if missing:
-            raise ValueError(f"{self.env_id}: condition lacks {sorted(missing)}; expected the keys "
-                             f"{list(INITIAL_CONDITION_VALUES)}")
-        rng = np.random.default_rng([SPLIT_STREAMS["test"], int(episode_id)])
+    def _reset_chain(self, options: dict[str, Any]):
+        """Start evaluation chain ``options["chain"]``: its symbolic start state, block poses and scene drawn
+        from the test split's stream of its index, its first task with the canonical instruction."""
+        fixed = sorted(set(options) - set(CHAIN_OPTIONS))
+        if fixed:
+            raise ValueError(f"{self.env_id}: a chain fixes its own task, split and start; got {fixed} with "
+                             f"the chain option, expected only {list(CHAIN_OPTIONS)}")
+        index = options["chain"]
+        chain = evaluation_chain(index)
+        steps = options.get("steps_per_task", STEPS_PER_TASK)
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+            raise ValueError(f"{self.env_id}: steps_per_task must be a positive int, got {steps!r}")
+        rng = np.random.default_rng([SPLIT_STREAMS["test"], int(index)])
         scene = self.scenes[int(rng.integers(len(self.scenes)))]
-        observation = self._start(scene, condition, task, self.instructions.canonical(task), rng)
-        success = self._success()
-        return observation, {"success": success, "is_success": success, "task": task,
-                             "episode_id": int(episode_id), "split": "test", "scene": scene}
-
-    def switch_task(self, task: str) -> dict[str, Any]:
-        """Make ``task`` the current one in the scene as it is: its canonical instruction, success judged
-        against the state now, a new ``horizon``. Returns the observation."""
-        if self._scene is None:
-            raise RuntimeError(f"{self.env_id}: call reset() before switch_task()")
-        validate_choice(self.env_id, "task", task, self.tasks)
-        self._task = task
-        self._instruction = self.instructions.canonical(task)
-        self._start_info = self.simulator.get_info()
-        self._elapsed = 0
-        return self._observation()
+        self._chain, self._completed, self._budget = chain.tasks, 0, int(steps)
+        task = chain.tasks[0]
+        observation = self._start(scene, chain.initial_condition, task, self.instructions.canonical(task), rng)
+        return observation, {"success": False, "is_success": False, "task": task, "episode_id": int(index),
+                             "split": "test", "scene": scene, "chain": int(index), "chain_tasks": list(chain.tasks),
+                             "chain_length": 0}
 
     def _start(self, scene: str, state: SymbolicState, task: str, instruction: str, rng: np.random.Generator):
         simulator = self._simulator_of(scene)
@@ -263,10 +278,29 @@ class CalvinEnv(gym.Env):
         step_physics(self.simulator, command)
         self._elapsed += 1
         success = self._success()
-        terminated = success and self.terminate_on_success
-        truncated = self._elapsed >= self.horizon and not terminated
         info = {"success": success, "is_success": success, "task": self._task}
+        if self._chain is not None:
+            return self._chain_step(success, info)
+        terminated = success and self.terminate_on_success
+        truncated = self._elapsed >= self._budget and not terminated
         return self._observation(), float(success), terminated, truncated, info
+
+    def _chain_step(self, success: bool, info: dict[str, Any]):
+        """A chain's step: a success scores 1 and ends the chain or moves on to its next task."""
+        if not success:
+            info["chain_length"] = self._completed
+            return self._observation(), 0.0, False, self._elapsed >= self._budget, info
+        self._completed += 1
+        info["chain_length"] = self._completed
+        if self._completed == len(self._chain):
+            return self._observation(), 1.0, True, False, info
+        task = self._chain[self._completed]
+        self._task = task
+        self._instruction = self.instructions.canonical(task)
+        self._start_info = self.simulator.get_info()
+        self._elapsed = 0
+        info[REPLAN] = True
+        return self._observation(), 1.0, False, False, info
 
     def _observation(self) -> dict[str, Any]:
         observation: dict[str, Any] = {}

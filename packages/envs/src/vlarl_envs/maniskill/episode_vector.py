@@ -18,6 +18,7 @@ finishes and at the last (``DefersImages``, batched).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from vlarl_envs.maniskill.env import TaskSetup
 from vlarl_envs.maniskill.episodes import reset_arguments
 from vlarl_envs.maniskill.observations import ObservationAdapter
 from vlarl_envs.maniskill.tasks import build_simulator, step_without_cameras
-from vlarl_envs.vector import make_episode_vec
+from vlarl_envs.vector import idle_mask, make_episode_vec
 from vlarl_envs.wrappers.reward_mode import resolve_reward_mode, step_reward
 
 
@@ -98,10 +99,13 @@ class ManiSkillEpisodeVectorEnv:
         self._success_once = np.zeros(num_envs, bool)
         self._success_now = np.zeros(num_envs, bool)
 
-    def reset(self, options: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Start one episode per sub-scene, sub-scene ``i`` with ``options[i]`` (episode id, split)."""
+    def reset(self, options: list[dict[str, Any]], idle: Sequence[bool] | None = None
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Start one episode per sub-scene, sub-scene ``i`` with ``options[i]`` (episode id, split); an
+        ``idle`` sub-scene starts done, as in ``EpisodeVectorEnv.reset``."""
         if len(options) != self.num_envs:
             raise ValueError(f"expected reset options for each of {self.num_envs} envs, got {len(options)}")
+        idle = idle_mask(idle, self.num_envs)
         starts = []
         for env_options in options:
             env_options = validate_options(self.env_id, env_options)
@@ -115,6 +119,7 @@ class ManiSkillEpisodeVectorEnv:
         for counter in (self._done, self._elapsed, self._succeeded, self._potential, self._return, self._length,
                         self._success_once, self._success_now):
             counter[:] = 0
+        self._done[:] = idle
         self._observation = self._numpy(self.adapter.batched(raw, self._instructions))
         infos = [{"success": False, "is_success": False, **start.info} for start in starts]
         return self._batch(), infos

@@ -8,6 +8,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+REPLAN = "replan"
+"""The info key with which an env asks for a new chunk before the current one is spent."""
+
 
 @runtime_checkable
 class DefersImages(Protocol):
@@ -29,7 +32,10 @@ class ActionChunk(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Take actions of shape ``(C, A)`` and execute them one after another.
 
     The step returns the last observation, the summed reward and the any-over-chunk
-    termination flags. Sub-steps after an episode ends are not executed. For action-level
+    termination flags. Sub-steps after an episode ends are not executed, nor those after a sub-step
+    whose info sets ``replan``: the env's goal changed there (a CALVIN chain's next task), so the rest
+    of a chunk planned for the old one is dropped, as calvin empties its models' action queues
+    between a chain's tasks. For action-level
     credit assignment, ``info["chunk_rewards"]`` (C,) holds each sub-step's reward and
     ``info["chunk_dones"]`` (C,) whether the episode ended at that sub-step (both zero for
     sub-steps that did not run); ``info["chunk_steps"]`` counts the sub-steps that ran.
@@ -77,6 +83,8 @@ class ActionChunk(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 total_reward += float(reward)
                 if terminated or truncated:
                     chunk_dones[index] = True
+                    break
+                if info.get(REPLAN):
                     break
         finally:
             if defers_images:

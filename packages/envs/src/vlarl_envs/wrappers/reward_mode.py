@@ -10,6 +10,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from vlarl_envs.wrappers.action_chunk import REPLAN
+
 REWARD_MODES = ("sparse", "only_at_end", "dense", "shaped", "progress")
 
 REWARD_MODE_ALIASES = {"only_success": "sparse", "raw": "dense"}
@@ -77,6 +79,10 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
       the critic has learned, a task the policy never solves gives no gradient; here it is paid
       for how far it got. ``phi`` lies in [0, 1], so success (1 + ``phi``) still outranks
       hovering short of it.
+
+    A step whose info sets ``replan`` ends its goal as an episode's end would: the next goal (a CALVIN
+    chain's next task) is paid as a new episode's first would be, so a chain's ``sparse`` return counts
+    its tasks completed.
     """
 
     def __init__(self, env: gym.Env, mode: str = "sparse", dense_reward_max: float = 1.0) -> None:
@@ -99,7 +105,8 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
         observation, reward, terminated, truncated, info = self.env.step(action)
         success = bool(info["success"])
         scale = 1.0 if self.mode == "dense" else self.dense_reward_max
-        reward, self._potential = step_reward(self.mode, success, self._succeeded, float(reward) / scale,
-                                              bool(terminated or truncated), self._potential)
-        self._succeeded = self._succeeded or success
+        goal_ends = bool(terminated or truncated or info.get(REPLAN))
+        reward, self._potential = step_reward(self.mode, success, self._succeeded, float(reward) / scale, goal_ends,
+                                              self._potential)
+        self._succeeded = (self._succeeded or success) and not info.get(REPLAN)
         return observation, float(reward), terminated, truncated, info

@@ -3,8 +3,8 @@ actions, success per task and per split.
 
 The one evaluator of vlarl: the trainer runs ``evaluate`` on its own workers, and vlarl-eval and
 vlarl-sft run ``evaluate_checkpoint``, which starts the same env and rollout workers for a saved
-policy, so a checkpoint scores the same whichever command scores it. CALVIN's long-horizon chains, one
-env's sequence of tasks each, play in the evaluating process (``add_calvin_chains``)."""
+policy, so a checkpoint scores the same whichever command scores it. CALVIN's long-horizon chains play on
+the same workers, one chain per env (``add_calvin_chains``)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ import numpy as np
 from vlarl_trainer.config import VlarlConfig
 from vlarl_trainer.progress import progress_bar
 from vlarl_trainer.rl.rollout import Shards, run_episodes
-from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS, policy_inputs
+from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
 IN_DISTRIBUTION_SPLITS = ("train", "test")
 """Every family's in-distribution splits; any other split (PutOnPlate's vision, semantic and execution,
 LIBERO-Pro's, MetaWorld's unseen phrasings) is out of distribution."""
 CHAIN_PREFIX = "eval/chains/"
 """CALVIN's chain metrics: ``success_1`` .. ``success_5`` and ``average_length``."""
+CHAIN_COUNTING_REWARD_MODES = ("sparse", "only_at_end", "shaped")
+"""The reward modes under which a chain episode's return is its length: each pays 1 per task completed
+(``shaped``'s potential terms cancel within each task)."""
 OOD_AVERAGE = "ood_average"
 """The pseudo-split that holds the mean of the out-of-distribution splits' means (RLinf's OOD average)."""
 GROUP_MEAN = "group_mean_success_once"
@@ -98,15 +101,17 @@ def evaluate(
     with progress_bar(len(rounds) * chunk_steps, "eval", "chunk", progress, leave=False) as bar:
         for round_index, start in enumerate(rounds):
             chunk = options[start : start + num_envs]
-            # An env the last round leaves idle replays its first-round episode, keeping its task: a task
-            # of its own would build it another simulator (MT50's 50 idle envs of a 250-episode run: 5 GB).
+            # An env the last round leaves idle resets to its first-round episode, keeping its task (a task
+            # of its own would build it another simulator: MT50's 50 idle envs of a 250-episode run, 5 GB),
+            # and plays nothing.
             padded = chunk + [options[index % len(options)] for index in range(len(chunk), num_envs)]
             video_path = None
             if video_dir is not None:
                 video_dir.mkdir(parents=True, exist_ok=True)
                 video_path = str(video_dir / f"round_{round_index:03d}.mp4")
             results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=seed, keep_trajectories=False,
-                                   video_path=video_path, video_info=video_info, on_chunk=lambda: bar.update(1))
+                                   video_path=video_path, video_info=video_info, on_chunk=lambda: bar.update(1),
+                                   played=len(chunk))
             if results.get("video"):
                 videos.append(results["video"])
             for index, entry in enumerate(chunk):
@@ -166,35 +171,30 @@ def success_by(episodes: list[dict[str, Any]], key: str) -> dict[tuple[str, str]
 
 
 def evaluate_checkpoint(config: VlarlConfig, policy_dir: str | Path, video_dir: Path | None = None) -> dict[str, Any]:
-    """Score the saved policy at ``policy_dir`` on ``env.*`` with ``eval.*``, on workers placed as in training,
-    then on ``eval.calvin_chains`` of CALVIN's chains in this process. ``eval.episodes_per_task=0`` with
-    chains scores the chains alone and starts no workers.
+    """Score the saved policy at ``policy_dir`` on ``env.*`` with ``eval.*``, then on ``eval.calvin_chains`` of
+    CALVIN's chains, on workers placed as in training. ``eval.episodes_per_task=0`` with chains scores the
+    chains alone.
 
     Returns ``evaluate``'s report, with ``time/eval`` among its metrics and, with chains, their
     ``eval/chains/...`` metrics and ``chains`` (``play_calvin_chains``' lengths and summary)."""
     import time
 
     from vlarl_trainer.rl.validation import validate
-    from vlarl_trainer.rl.workers.policy_loading import load_policy
 
     config = evaluation_env(config)
     config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, pretrained=str(policy_dir)))
     check_calvin_chains(config)
     layout = validate(config, training=False)
     started = time.perf_counter()
-    if config.eval.episodes_per_task > 0 or not config.eval.calvin_chains:
-        report = evaluate_on_workers(config, layout, policy_dir, video_dir)
-    else:
-        report = {"metrics": {}, "table": {}, "groups": {}, "videos": [], "episodes": []}
-    if config.eval.calvin_chains:
-        add_calvin_chains(report, config, load_policy(str(policy_dir), config.runner.torch_threads))
+    report = evaluate_on_workers(config, layout, policy_dir, video_dir)
     report["metrics"]["time/eval"] = time.perf_counter() - started
     return report
 
 
 def evaluate_on_workers(config: VlarlConfig, layout: Any, policy_dir: str | Path, video_dir: Path | None
                         ) -> dict[str, Any]:
-    """``evaluate_config`` on env and rollout workers started for the saved policy and stopped after."""
+    """``evaluate_config`` and CALVIN's chains (``eval.calvin_chains``) on env and rollout workers started
+    for the saved policy and stopped after."""
     import ray
 
     from vlarl_trainer.rl.cluster import Deadline, start_ray
@@ -208,7 +208,13 @@ def evaluate_on_workers(config: VlarlConfig, layout: Any, policy_dir: str | Path
                                          Deadline(config.cluster.call_timeout))
         for group in (shards.env, shards.rollout):
             group.identify(config.cluster.start_timeout)
-        return evaluate_config(config, shards, layout.chunk_steps, video_dir)
+        if config.eval.episodes_per_task > 0 or not config.eval.calvin_chains:
+            report = evaluate_config(config, shards, layout.chunk_steps, video_dir)
+        else:
+            report = {"metrics": {}, "table": {}, "groups": {}, "videos": [], "episodes": []}
+        if config.eval.calvin_chains:
+            add_calvin_chains(report, config, shards)
+        return report
     finally:
         if shards is not None:
             shards.env.kill()
@@ -222,6 +228,7 @@ def check_calvin_chains(config: VlarlConfig) -> None:
     CALVIN's tasks and start states, which no other family can play."""
     from vlarl_envs import family_of
     from vlarl_envs.calvin.chains import NUM_CHAINS
+    from vlarl_envs.wrappers.reward_mode import resolve_reward_mode
 
     count = config.eval.calvin_chains
     if not count:
@@ -229,62 +236,51 @@ def check_calvin_chains(config: VlarlConfig) -> None:
     if not 0 < count <= NUM_CHAINS:
         raise ValueError(f"eval.calvin_chains must lie in 0..{NUM_CHAINS} (0: none, {NUM_CHAINS}: the benchmark), "
                          f"got {count}")
-    env_id = evaluation_env(config).env.id
-    if family_of(env_id).name != "CALVIN":
+    scored = evaluation_env(config).env
+    if family_of(scored.id).name != "CALVIN":
         raise ValueError(f"eval.calvin_chains={count} plays CALVIN's evaluation chains, but the evaluation env is "
-                         f"{env_id}; score them on vlarl/CALVIN-D-v0 (env.id or eval.env_id)")
+                         f"{scored.id}; score them on vlarl/CALVIN-D-v0 (env.id or eval.env_id)")
+    reward_mode = resolve_reward_mode(scored.kwargs.get("reward_mode", "sparse"))
+    if reward_mode not in CHAIN_COUNTING_REWARD_MODES:
+        raise ValueError(f"eval.calvin_chains reads a chain's length from its return, which counts the tasks "
+                         f"completed under reward_mode {list(CHAIN_COUNTING_REWARD_MODES)}; the evaluation env "
+                         f"has {reward_mode!r} (set eval.env_kwargs.reward_mode=sparse)")
 
 
-class ChainPolicy:
-    """A saved policy as ``vlarl_envs.calvin.chains`` calls it: one observation in, its deterministic action
-    chunk out (the env's ``action_chunk`` actions, which the chain executes before asking again)."""
-
-    def __init__(self, policy: Any) -> None:
-        self.policy = policy
-
-    def __call__(self, observation: dict[str, Any]) -> np.ndarray:
-        import torch
-
-        batch = {key: [value] if key == "task_description" else np.asarray(value)[None]
-                 for key, value in policy_inputs(observation).items()}
-        with torch.no_grad():
-            return self.policy.act(batch, deterministic=True).actions[0].cpu().numpy()
-
-
-def add_calvin_chains(report: dict[str, Any], config: VlarlConfig, policy: Any) -> None:
-    """Score ``policy`` on ``play_calvin_chains`` into an evaluation ``report``: the chains' metrics join its
-    own, their lengths and summary go under ``chains``."""
-    chains = play_calvin_chains(config, policy)
+def add_calvin_chains(report: dict[str, Any], config: VlarlConfig, shards: Shards) -> None:
+    """Score the policy of ``shards``' rollout workers on ``play_calvin_chains`` into an evaluation
+    ``report``: the chains' metrics join its own, their lengths and summary go under ``chains``."""
+    chains = play_calvin_chains(config, shards)
     report["metrics"].update(chains.pop("metrics"))
     report["chains"] = chains
 
 
-def play_calvin_chains(config: VlarlConfig, policy: Any) -> dict[str, Any]:
-    """Play the first ``eval.calvin_chains`` evaluation chains on the evaluation env with ``policy``'s
-    deterministic action chunks, one after another in one env here in this process. The chains are
-    CALVIN's, over all 34 tasks, whatever subset of them ``env.kwargs.tasks`` trains and scores single
-    episodes on.
+def play_calvin_chains(config: VlarlConfig, shards: Shards) -> dict[str, Any]:
+    """Play the first ``eval.calvin_chains`` evaluation chains with deterministic action chunks on the
+    evaluation env's workers (``shards``), one chain per env and as many at once as there are envs. A
+    chain is one episode of the env (reset option ``chain``) and its return is the tasks it completed.
+    The chains are CALVIN's, over all 34 tasks, whatever subset of them ``env.kwargs.tasks`` trains and
+    scores single episodes on.
 
     Returns ``lengths`` (tasks completed per chain), ``summary`` (``vlarl_envs.calvin.chains.summarize``)
     and ``metrics``: ``eval/chains/success_1`` .. ``success_5`` and ``eval/chains/average_length``."""
-    import gymnasium as gym
-
-    from vlarl_envs.calvin.chains import evaluation_chains, play_chain, summarize
+    from vlarl_envs.calvin.chains import CHAIN_LENGTH, STEPS_PER_TASK, summarize
 
     check_calvin_chains(config)
-    scored = evaluation_env(config)
-    policy = ChainPolicy(policy.eval())
-    chains = evaluation_chains(config.eval.calvin_chains)
-    every_task = {key: value for key, value in scored.env.kwargs.items() if key != "tasks"}
-    env = gym.make(scored.env.id, action_chunk=scored.env.action_chunk, **every_task)
-    lengths = []
-    try:
-        with progress_bar(len(chains), "chains", "chain", config.runner.progress) as bar:
-            for index, chain in enumerate(chains):
-                lengths.append(play_chain(env, policy, chain, index))
-                bar.update(1)
-    finally:
-        env.close()
+    action_chunk = evaluation_env(config).env.action_chunk or 1
+    # A task's first chunk starts at the task (a success ends the chunk), so each takes at most this many.
+    chunk_steps = CHAIN_LENGTH * -(-STEPS_PER_TASK // action_chunk)
+    options = [{"chain": index} for index in range(config.eval.calvin_chains)]
+    num_envs = len(shards.keys()) * shards.envs_per_stage
+    lengths: list[int] = []
+    with progress_bar(len(options), "chains", "chain", config.runner.progress) as bar:
+        for start in range(0, len(options), num_envs):
+            batch = options[start : start + num_envs]
+            padded = batch + [batch[0]] * (num_envs - len(batch))
+            results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=config.runner.seed,
+                                   keep_trajectories=False, played=len(batch), stop_when_done=True)
+            lengths.extend(int(round(value)) for value in results["return"][: len(batch)])
+            bar.update(len(batch))
     summary = summarize(lengths)
     return {"lengths": lengths, "summary": summary,
             "metrics": {f"{CHAIN_PREFIX}{name}": value for name, value in summary.items()}}

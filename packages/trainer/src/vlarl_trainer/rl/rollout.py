@@ -20,6 +20,10 @@ from vlarl_trainer.progress import write
 from vlarl_trainer.rl.cluster import Deadline, WorkerFailure, WorkerGroup, gpu_bundles, gpu_count, wait_in_time
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
+DONE_CHECK_INTERVAL = 8
+"""Chunk steps between two looks at whether every episode has ended (``play_episodes``' ``stop_when_done``):
+each look waits for the steps in flight, so rarer looks keep the pipeline fuller."""
+
 
 @dataclass
 class Shards:
@@ -108,32 +112,44 @@ def play_episodes(
     video_path: str | None = None,
     video_info: bool = True,
     on_chunk: Callable[[], None] | None = None,
+    played: int | None = None,
+    stop_when_done: bool = False,
 ) -> dict[str, Any]:
     """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks;
     ``on_chunk`` is called as each chunk step completes on every shard (a progress bar's tick).
     ``run_episodes`` is this with env workers that may die.
 
+    Args:
+        played: only global envs ``0..played-1`` play; the others reset and sit idle (None: all play).
+        stop_when_done: stop before ``chunk_steps`` once every episode has ended, looking every
+            ``DONE_CHECK_INTERVAL`` chunk steps (CALVIN's chains: up to 1800 steps, most end far sooner).
+
     Returns:
         Env results concatenated over the global env axis (``rewards`` [T, B], ``dones``
         [T + 1, B], statistics [B], ``tasks``) and, with ``keep_trajectories``, the policy
         outputs (``forward_inputs`` {k: [T, B, ...]}, ``logprobs`` [T, B, C, A], ``values``
-        [T + 1, B] or None).
+        [T + 1, B] or None). T is ``chunk_steps``, or fewer where ``stop_when_done`` stopped early.
     """
     keys = shards.keys()
-    shards.rollout.get([worker.begin.remote(seed + 7919 * index) for index, worker in enumerate(shards.rollout.workers)])
+    shards.rollout.get([worker.begin.remote(seed + 7919 * index, keep_trajectories)
+                        for index, worker in enumerate(shards.rollout.workers)])
     observations = {}
     for key in keys:
         start = shards.offset(key)
         env = shards.env.workers[key[0]]
         shard_options = options[start : start + shards.envs_per_stage]
-        observations[key] = env.reset.remote(key[1], shard_options, record_video=video_path is not None)
+        shard_played = None if played is None else min(max(played - start, 0), shards.envs_per_stage)
+        observations[key] = env.reset.remote(key[1], shard_options, record_video=video_path is not None,
+                                             played=shard_played)
     stepped = []
-    for _ in range(chunk_steps):
+    for step in range(1, chunk_steps + 1):
         for key in keys:
             actions = shards.rollout_worker(key[0]).act.remote(key, observations[key], deterministic)
             observations[key] = shards.env.workers[key[0]].step.remote(key[1], actions)
         if on_chunk is not None:
             stepped.append(list(observations.values()))
+        if stop_when_done and step % DONE_CHECK_INTERVAL == 0 and step < chunk_steps and all_done(shards, keys):
+            break
     if on_chunk is not None:  # every step is already submitted: waiting here leaves the pipeline as it is
         while stepped:
             references = stepped.pop(0)  # dropped once waited on, so Ray may free each step's observations
@@ -149,8 +165,8 @@ def play_episodes(
     merged["tasks"] = [task for r in env_results for task in r["tasks"]]
     if video_path is not None:
         merged["video"] = shards.env.get(shards.env.workers[0].take_video.remote(video_path, info=video_info))
-    trajectories = shards.rollout.get([shards.rollout_worker(k[0]).trajectory.remote(k) for k in keys])
     if keep_trajectories:
+        trajectories = shards.rollout.get([shards.rollout_worker(k[0]).trajectory.remote(k) for k in keys])
         merged["forward_inputs"] = {
             name: torch.cat([t["forward_inputs"][name] for t in trajectories], dim=1)
             for name in trajectories[0]["forward_inputs"]
@@ -159,3 +175,9 @@ def play_episodes(
         has_values = trajectories[0]["values"] is not None
         merged["values"] = torch.cat([t["values"] for t in trajectories], dim=1) if has_values else None
     return merged
+
+
+def all_done(shards: Shards, keys: list[tuple[int, int]]) -> bool:
+    """Whether every env of every shard has ended its episode; the env workers answer after the steps
+    already asked of them, so this waits for those."""
+    return all(shards.env.get([shards.env.workers[rank].all_done.remote(stage) for rank, stage in keys]))

@@ -36,7 +36,6 @@ from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
 from vlarl_trainer.rl.validation import Layout, sampling_overrides, validate, validate_evaluation_env
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
-from vlarl_trainer.rl.workers.policy_loading import load_policy
 from vlarl_trainer.progress import write
 from vlarl_trainer.run_dirs import new_run_dir
 
@@ -345,17 +344,11 @@ class Trainer:
         video_dir = self.video_dir / f"eval_step_{step}" if config.eval.video else None
         report = evaluate_config(config, self.eval_shards, self.eval_layout.chunk_steps, video_dir)
         if config.eval.calvin_chains:
-            add_calvin_chains(report, config, self._policy_of_step())
+            add_calvin_chains(report, config, self.eval_shards)
         report["metrics"]["time/eval"] = time.perf_counter() - start
         self.deadline.measured(report["metrics"]["time/eval"])
         logger.log(step, report["metrics"])
         return report
-
-    def _policy_of_step(self) -> torch.nn.Module:
-        """The actor's current policy in this process, for what plays here (CALVIN's chains)."""
-        policy = load_policy(self.policy_path, self.config.runner.torch_threads)
-        policy.load_state_dict(self.actor_weights())
-        return policy
 
     @property
     def video_dir(self) -> Path:

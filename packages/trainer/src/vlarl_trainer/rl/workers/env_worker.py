@@ -60,13 +60,17 @@ class EnvWorker(WorkerProcess):
         self.frames: list[tuple[np.ndarray, float, bool]] | None = None
         """Stage 0's first env while a video records: each image with the reward and success that came with it."""
 
-    def reset(self, stage: int, options: list[dict[str, Any]], record_video: bool = False) -> dict[str, Any]:
-        """Start one episode per env of ``stage`` with the given reset options."""
+    def reset(self, stage: int, options: list[dict[str, Any]], record_video: bool = False, played: int | None = None
+              ) -> dict[str, Any]:
+        """Start one episode per env of ``stage`` with the given reset options; with ``played``, only the
+        first ``played`` envs play and the others start done (idle)."""
         vec = self.stages[stage]
         if len(options) != vec.num_envs:
             raise ValueError(f"stage {stage} has {vec.num_envs} envs, got {len(options)} reset options")
-        batch, infos = vec.reset(options)
+        idle = np.arange(vec.num_envs) >= (vec.num_envs if played is None else played)
+        batch, infos = vec.reset(options, idle=idle)
         self.records[stage] = StageRecord(vec.num_envs, [str(info.get("task", "")) for info in infos])
+        self.records[stage].dones[0] = idle
         if stage == 0:  # the video follows stage 0's first env; resetting the other stages leaves it alone
             self.frames = [] if record_video else None
             self.instruction = str(batch["task_description"][0])
@@ -83,6 +87,10 @@ class EnvWorker(WorkerProcess):
         if first_was_running:
             self._capture(batch, stage, float(rewards[0]), bool(infos[0].get("success", False)))
         return policy_inputs(batch)
+
+    def all_done(self, stage: int) -> bool:
+        """Whether every env of ``stage`` has ended its episode (or sat this one out)."""
+        return bool(self.records[stage].done.all())
 
     def _capture(self, batch: dict[str, Any], stage: int, reward: float, success: bool) -> None:
         if self.frames is not None and stage == 0 and "main_images" in batch:

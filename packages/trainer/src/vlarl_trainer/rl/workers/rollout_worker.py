@@ -26,6 +26,7 @@ class RolloutWorker(WorkerProcess):
         self.version = -1
         self.generator = torch.Generator()
         self.buffers: dict[Any, dict[str, list]] = {}
+        self.keep_outputs = True
 
     def offload(self) -> None:
         """Move the policy to the CPU and hand the GPU memory it held back to the device: the caching
@@ -50,15 +51,20 @@ class RolloutWorker(WorkerProcess):
         self.version = version
         return version
 
-    def begin(self, seed: int) -> None:
-        """Start a rollout: fresh buffers and a sampling generator seeded for reproducibility."""
+    def begin(self, seed: int, keep_outputs: bool = True) -> None:
+        """Start a rollout: fresh buffers and a sampling generator seeded for reproducibility. Without
+        ``keep_outputs`` (an evaluation) the policy's outputs are not kept: a CALVIN chain's hundreds of
+        chunk steps would hold every step's images."""
         self.generator.manual_seed(seed)
         self.buffers = defaultdict(lambda: defaultdict(list))
+        self.keep_outputs = keep_outputs
 
     @torch.no_grad()
     def act(self, key: Any, obs: dict[str, Any], deterministic: bool = False) -> np.ndarray:
         """Actions ``[n, C, A]`` for one shard; the outputs are kept under ``key``."""
         output = self.policy.act(obs, deterministic=deterministic, generator=self.generator)
+        if not self.keep_outputs:
+            return output.actions.numpy()
         buffer = self.buffers[key]
         buffer["forward_inputs"].append(output.forward_inputs)
         buffer["logprobs"].append(output.logprobs)
@@ -69,7 +75,7 @@ class RolloutWorker(WorkerProcess):
     @torch.no_grad()
     def bootstrap(self, key: Any, obs: dict[str, Any]) -> None:
         """The value of the observation after the last step (GAE's ``values[T]``)."""
-        if self.policy.value_head is None:
+        if self.policy.value_head is None or not self.keep_outputs:
             return
         output = self.policy.act(obs, deterministic=True, generator=self.generator)
         self.buffers[key]["values"].append(output.values)
