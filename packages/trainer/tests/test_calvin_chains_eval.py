@@ -19,7 +19,13 @@ import vlarl_policies
 from vlarl_trainer.cli.commands import eval_main
 from vlarl_trainer.config import load_config, to_yaml
 from vlarl_trainer.rl import evaluation
-from vlarl_trainer.rl.evaluation import check_calvin_chains, evaluate_checkpoint, play_calvin_chains, report_json
+from vlarl_trainer.rl.evaluation import (
+    check_calvin_chains,
+    evaluate_checkpoint,
+    play_calvin_chains,
+    report_json,
+    spread_over_shards,
+)
 from vlarl_trainer.rl.rollout import Shards
 
 IMAGE_SIZE = 32
@@ -133,21 +139,23 @@ def test_chains_play_every_task_when_the_env_holds_a_subset(calvin_run):
 
 
 def test_chains_play_in_rounds_of_the_envs_and_score_their_returns(monkeypatch):
-    """Five chains on four envs: two rounds, the second with three envs idle; every chain gets the chunk
-    steps of five full tasks and stops once all have ended; a chain's return is its length."""
+    """Five chains on two shards of two envs: two rounds, the second with three envs idle; every chain gets
+    the chunk steps of five full tasks and stops once all have ended; a chain's return is its length."""
     calls = []
 
     def play(shards, options, chunk_steps, **kwargs):
         calls.append((options, chunk_steps, kwargs))
-        return {"return": np.array([float(option["chain"] % 6) for option in options])}
+        return {"return": np.array([0.0 if idle else float(option["chain"] % 6)
+                                    for option, idle in zip(options, kwargs["idle"])])}
 
     monkeypatch.setattr(evaluation, "run_episodes", play)
     config = load_config([*chain_settings(5), "env.action_chunk=5"], need_recipe=False)
     report = play_calvin_chains(config, Shards(env=[None, None], rollout=None, stage_num=1, envs_per_stage=2))
     assert report["lengths"] == [0, 1, 2, 3, 4]
     assert report["metrics"]["eval/chains/average_length"] == 2.0 and report["summary"]["success_4"] == 0.2
-    assert [[option["chain"] for option in options] for options, _, _ in calls] == [[0, 1, 2, 3], [4, 4, 4, 4]]
-    assert [kwargs["played"] for _, _, kwargs in calls] == [4, 1]
+    # two shards of two envs: a round's chains alternate between them (global envs 0, 2, 1, 3)
+    assert [[option["chain"] for option in options] for options, _, _ in calls] == [[0, 2, 1, 3], [4, 4, 4, 4]]
+    assert [kwargs["idle"] for _, _, kwargs in calls] == [[False] * 4, [False, True, True, True]]
     assert all(steps == 5 * 72 and kwargs["stop_when_done"] and kwargs["deterministic"] for _, steps, kwargs in calls)
 
 
@@ -201,3 +209,12 @@ def test_the_trainers_evaluations_play_the_chains(tmp_path):
     for step in (0, 1):
         assert metrics[step]["eval/chains/average_length"] == 5.0 and metrics[step]["eval/chains/success_5"] == 1.0
         assert "eval/success_once" in metrics[step]
+
+
+def test_a_rounds_episodes_load_the_shards_evenly():
+    envs = spread_over_shards(50, 2, 34)
+    assert envs[:4] == [0, 34, 1, 35] and envs[-1] == 34 + 24
+    assert len(set(envs)) == 50 and sum(env < 34 for env in envs) == 25
+    assert spread_over_shards(3, 3, 2) == [0, 2, 4] and spread_over_shards(4, 1, 4) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="7 episodes do not fit 2 shards of 3 envs"):
+        spread_over_shards(7, 2, 3)

@@ -139,7 +139,7 @@ def fake_episodes(monkeypatch, success_of):
     played = []
 
     def play(shards, options, chunk_steps, **kwargs):
-        played.append([entry["task"] for entry in options])
+        played.append([entry["task"] + ("(idle)" if idle else "") for entry, idle in zip(options, kwargs["idle"])])
         statistics = {name: [0.0] * len(options) for name in EPISODE_STATISTICS}
         return {**statistics, "tasks": [entry["task"] for entry in options],
                 "success_once": [success_of(entry) for entry in options]}
@@ -184,12 +184,12 @@ def test_an_evaluation_reports_the_unweighted_mean_of_its_groups(monkeypatch):
 
 def test_envs_idle_in_the_last_round_replay_their_first_episode_and_keep_their_task(monkeypatch):
     """Five episodes of five tasks on four envs: the second round has one episode, and the three idle envs
-    replay their first-round options (their own tasks) instead of building simulators of another task.
-    Only the listed episodes are reported."""
+    reset to their first-round options (their own tasks) instead of building simulators of another task,
+    and play nothing. Only the listed episodes are reported."""
     evaluation, played = fake_episodes(monkeypatch, lambda entry: 1.0)
     options = [{"split": "test", "episode_id": 0, "task": task} for task in "abcde"]
     report = evaluation.evaluate(FakeShards(4), options, chunk_steps=1, seed=0)
-    assert played == [["a", "b", "c", "d"], ["e", "b", "c", "d"]]
+    assert played == [["a", "b", "c", "d"], ["e", "b(idle)", "c(idle)", "d(idle)"]]
     assert len(report["episodes"]) == 5 and set(report["table"]) == {("test", task) for task in "abcde"}
     short = evaluation.evaluate(FakeShards(4), options[:2], chunk_steps=1, seed=0)
-    assert played[-1] == ["a", "b", "a", "b"] and len(short["episodes"]) == 2
+    assert played[-1] == ["a", "b", "a(idle)", "b(idle)"] and len(short["episodes"]) == 2

@@ -111,7 +111,7 @@ def evaluate(
                 video_path = str(video_dir / f"round_{round_index:03d}.mp4")
             results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=seed, keep_trajectories=False,
                                    video_path=video_path, video_info=video_info, on_chunk=lambda: bar.update(1),
-                                   played=len(chunk))
+                                   idle=[index >= len(chunk) for index in range(num_envs)])
             if results.get("video"):
                 videos.append(results["video"])
             for index, entry in enumerate(chunk):
@@ -276,14 +276,28 @@ def play_calvin_chains(config: VlarlConfig, shards: Shards) -> dict[str, Any]:
     with progress_bar(len(options), "chains", "chain", config.runner.progress) as bar:
         for start in range(0, len(options), num_envs):
             batch = options[start : start + num_envs]
-            padded = batch + [batch[0]] * (num_envs - len(batch))
+            envs = spread_over_shards(len(batch), len(shards.keys()), shards.envs_per_stage)
+            padded = [batch[0]] * num_envs
+            for option, env in zip(batch, envs):
+                padded[env] = option
+            playing = set(envs)
             results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=config.runner.seed,
-                                   keep_trajectories=False, played=len(batch), stop_when_done=True)
-            lengths.extend(int(round(value)) for value in results["return"][: len(batch)])
+                                   keep_trajectories=False, idle=[env not in playing for env in range(num_envs)],
+                                   stop_when_done=True)
+            lengths.extend(int(round(results["return"][env])) for env in envs)
             bar.update(len(batch))
     summary = summarize(lengths)
     return {"lengths": lengths, "summary": summary,
             "metrics": {f"{CHAIN_PREFIX}{name}": value for name, value in summary.items()}}
+
+
+def spread_over_shards(count: int, num_shards: int, envs_per_shard: int) -> list[int]:
+    """Global env indices for ``count`` episodes that load the shards evenly (episode ``j`` on shard
+    ``j % num_shards``): each shard's envs step one after another in its worker, so a round lasts as long
+    as its fullest shard (50 chains on two workers of 34 envs: 25 each, not 34 and 16)."""
+    if count > num_shards * envs_per_shard:
+        raise ValueError(f"{count} episodes do not fit {num_shards} shards of {envs_per_shard} envs")
+    return [(j % num_shards) * envs_per_shard + j // num_shards for j in range(count)]
 
 
 def resolve_policy(path: str | Path) -> tuple[Path, Path | None]:

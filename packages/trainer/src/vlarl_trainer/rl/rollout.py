@@ -9,7 +9,7 @@ Global env index = (env worker rank * S + stage) * envs_per_stage + index in the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,7 +112,7 @@ def play_episodes(
     video_path: str | None = None,
     video_info: bool = True,
     on_chunk: Callable[[], None] | None = None,
-    played: int | None = None,
+    idle: Sequence[bool] | None = None,
     stop_when_done: bool = False,
 ) -> dict[str, Any]:
     """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks;
@@ -120,7 +120,7 @@ def play_episodes(
     ``run_episodes`` is this with env workers that may die.
 
     Args:
-        played: only global envs ``0..played-1`` play; the others reset and sit idle (None: all play).
+        idle: per global env, whether it sits the round out: it resets, but starts ended (None: all play).
         stop_when_done: stop before ``chunk_steps`` once every episode has ended, looking every
             ``DONE_CHECK_INTERVAL`` chunk steps (CALVIN's chains: up to 1800 steps, most end far sooner).
 
@@ -138,9 +138,9 @@ def play_episodes(
         start = shards.offset(key)
         env = shards.env.workers[key[0]]
         shard_options = options[start : start + shards.envs_per_stage]
-        shard_played = None if played is None else min(max(played - start, 0), shards.envs_per_stage)
+        shard_idle = None if idle is None else list(idle[start : start + shards.envs_per_stage])
         observations[key] = env.reset.remote(key[1], shard_options, record_video=video_path is not None,
-                                             played=shard_played)
+                                             idle=shard_idle)
     stepped = []
     for step in range(1, chunk_steps + 1):
         for key in keys:

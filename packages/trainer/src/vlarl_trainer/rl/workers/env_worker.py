@@ -60,17 +60,16 @@ class EnvWorker(WorkerProcess):
         self.frames: list[tuple[np.ndarray, float, bool]] | None = None
         """Stage 0's first env while a video records: each image with the reward and success that came with it."""
 
-    def reset(self, stage: int, options: list[dict[str, Any]], record_video: bool = False, played: int | None = None
-              ) -> dict[str, Any]:
-        """Start one episode per env of ``stage`` with the given reset options; with ``played``, only the
-        first ``played`` envs play and the others start done (idle)."""
+    def reset(self, stage: int, options: list[dict[str, Any]], record_video: bool = False,
+              idle: list[bool] | None = None) -> dict[str, Any]:
+        """Start one episode per env of ``stage`` with the given reset options; an ``idle`` env resets but
+        starts done and plays nothing."""
         vec = self.stages[stage]
         if len(options) != vec.num_envs:
             raise ValueError(f"stage {stage} has {vec.num_envs} envs, got {len(options)} reset options")
-        idle = np.arange(vec.num_envs) >= (vec.num_envs if played is None else played)
         batch, infos = vec.reset(options, idle=idle)
         self.records[stage] = StageRecord(vec.num_envs, [str(info.get("task", "")) for info in infos])
-        self.records[stage].dones[0] = idle
+        self.records[stage].dones[0] = np.zeros(vec.num_envs, bool) if idle is None else np.array(idle, bool)
         if stage == 0:  # the video follows stage 0's first env; resetting the other stages leaves it alone
             self.frames = [] if record_video else None
             self.instruction = str(batch["task_description"][0])
