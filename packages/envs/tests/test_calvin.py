@@ -330,7 +330,8 @@ def test_a_chain_is_one_episode_whose_return_is_its_length(monkeypatch):
     physics = calvin_env_module.step_physics
     monkeypatch.setattr(calvin_env_module, "step_physics", lambda *args: steps.append(1) or physics(*args))
     succeed_at = {4: "open_drawer", 9: "turn_on_led"}  # the step (of the episode) each task succeeds at
-    monkeypatch.setattr(calvin_env_module, "task_done", lambda task, start_info, info: succeed_at.get(len(steps)) == task)
+    monkeypatch.setattr(calvin_env_module, "task_done",
+                        lambda task, start_info, info: succeed_at.get(len(steps)) == task)
     env = gym.make(D, obs_mode="state", action_chunk=3)
     observation, info = env.reset(options={"chain": CHAIN_OF_DRAWER_AND_LED, "steps_per_task": 6})
     assert info["chain_tasks"][:2] == ["open_drawer", "turn_on_led"] and info["chain_length"] == 0

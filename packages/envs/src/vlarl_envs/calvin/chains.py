@@ -132,7 +132,8 @@ def play_chain(env: Any, policy: Policy, chain_index: int, steps_per_task: int =
     return info["chain_length"]
 
 
-def play_task(calvin: Any, policy: Policy, observation: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], bool]:
+def play_task(calvin: Any, policy: Policy, observation: Mapping[str, Any]
+              ) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """Step ``policy``'s chunks in a chain episode until its current task succeeds or the episode ends;
     the last observation (without images where the episode ended), the last step's info and whether the
     episode ended."""

@@ -6,5 +6,5 @@ from vlarl_envs.wrappers.record_video import RecordVideo
 from vlarl_envs.wrappers.reward_mode import REWARD_MODE_ALIASES, REWARD_MODES, RewardMode, step_reward
 from vlarl_envs.wrappers.state_only import StateOnlyObservation
 
-__all__ = ["REPLAN", "REWARD_MODES", "REWARD_MODE_ALIASES", "ActionChunk", "DefersImages", "EpisodeStatistics", "RecordVideo",
-           "RewardMode", "StateOnlyObservation", "step_reward"]
+__all__ = ["REPLAN", "REWARD_MODES", "REWARD_MODE_ALIASES", "ActionChunk", "DefersImages", "EpisodeStatistics",
+           "RecordVideo", "RewardMode", "StateOnlyObservation", "step_reward"]
