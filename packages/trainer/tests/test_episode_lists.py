@@ -120,14 +120,12 @@ def test_a_task_subset_is_what_training_evaluation_and_collection_play():
         collected_tasks(mt10(f"+env.kwargs.tasks=[{','.join(subset)}]", "collect.tasks=[reach-v3]"))
 
 
-class FakeShards:
-    """One stage of ``envs_per_stage`` envs, for ``evaluate`` over ``fake_episodes``."""
+def one_stage_of(envs_per_stage: int):
+    """One env worker's stage of ``envs_per_stage`` envs and no processes, for ``evaluate`` over
+    ``fake_episodes``."""
+    from vlarl_trainer.rl.rollout import Shards
 
-    def __init__(self, envs_per_stage: int):
-        self.envs_per_stage = envs_per_stage
-
-    def keys(self):
-        return [0]
+    return Shards(env=[None], rollout=None, stage_num=1, envs_per_stage=envs_per_stage)
 
 
 def fake_episodes(monkeypatch, success_of):
@@ -155,12 +153,12 @@ def test_an_evaluation_reports_the_mean_of_its_out_of_distribution_splits(monkey
                ("semantic", 0): 0.0, ("semantic", 1): 0.0, ("semantic", 2): 0.0, ("semantic", 3): 0.0}
     evaluation, _ = fake_episodes(monkeypatch, lambda entry: success[(entry["split"], entry["episode_id"])])
     options = [{"split": split, "episode_id": episode, "task": "PutOnPlate"} for split, episode in success]
-    report = evaluation.evaluate(FakeShards(2), options, chunk_steps=1, seed=0)
+    report = evaluation.evaluate(one_stage_of(2), options, chunk_steps=1, seed=0)
     assert report["splits"] == {"train": 1.0, "vision": 0.5, "semantic": 0.0, "ood_average": 0.25}
     assert report["metrics"]["eval/ood_average/success_once"] == 0.25
     assert report["metrics"]["eval/success_once"] == 3 / 8
     assert "| ood_average | mean of OOD splits | 0.25 |" in evaluation.format_table(None, report)
-    in_distribution = evaluation.evaluate(FakeShards(2), options[:2], chunk_steps=1, seed=0)
+    in_distribution = evaluation.evaluate(one_stage_of(2), options[:2], chunk_steps=1, seed=0)
     assert in_distribution["splits"] == {"train": 1.0}
 
 
@@ -172,13 +170,13 @@ def test_an_evaluation_reports_the_unweighted_mean_of_its_groups(monkeypatch):
     difficulty = {"reach-v3": "easy", "door-open-v3": "easy", "drawer-open-v3": "easy", "push-v3": "hard"}
     evaluation, _ = fake_episodes(monkeypatch, lambda entry: tasks[entry["task"]])
     options = [{"split": "test", "episode_id": 0, "task": task} for task in tasks]
-    report = evaluation.evaluate(FakeShards(4), options, chunk_steps=1, seed=0,
+    report = evaluation.evaluate(one_stage_of(4), options, chunk_steps=1, seed=0,
                                  group_of=lambda task, split, episode_id: difficulty[task])
     assert report["groups"] == {("test", "easy"): pytest.approx(2 / 3), ("test", "hard"): 0.0}
     assert report["metrics"]["eval/test/group_mean_success_once"] == pytest.approx(1 / 3)
     assert report["metrics"]["eval/success_once"] == 0.5
     assert "| test | mean of groups | 0.33 |" in evaluation.format_table(None, report)
-    ungrouped = evaluation.evaluate(FakeShards(4), options, chunk_steps=1, seed=0)
+    ungrouped = evaluation.evaluate(one_stage_of(4), options, chunk_steps=1, seed=0)
     assert not any("group" in name for name in ungrouped["metrics"])
 
 
@@ -188,8 +186,8 @@ def test_envs_idle_in_the_last_round_replay_their_first_episode_and_keep_their_t
     and play nothing. Only the listed episodes are reported."""
     evaluation, played = fake_episodes(monkeypatch, lambda entry: 1.0)
     options = [{"split": "test", "episode_id": 0, "task": task} for task in "abcde"]
-    report = evaluation.evaluate(FakeShards(4), options, chunk_steps=1, seed=0)
+    report = evaluation.evaluate(one_stage_of(4), options, chunk_steps=1, seed=0)
     assert played == [["a", "b", "c", "d"], ["e", "b(idle)", "c(idle)", "d(idle)"]]
     assert len(report["episodes"]) == 5 and set(report["table"]) == {("test", task) for task in "abcde"}
-    short = evaluation.evaluate(FakeShards(4), options[:2], chunk_steps=1, seed=0)
+    short = evaluation.evaluate(one_stage_of(4), options[:2], chunk_steps=1, seed=0)
     assert played[-1] == ["a", "b", "a(idle)", "b(idle)"] and len(short["episodes"]) == 2

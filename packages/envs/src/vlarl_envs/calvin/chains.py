@@ -92,9 +92,14 @@ def evaluation_chains(count: int = NUM_CHAINS) -> tuple[Chain, ...]:
     Only the start states those chains come from are drawn: the first 50 take a few seconds, all 1000
     about half a minute on one core.
     """
+    return tuple(evaluation_chain(index) for index in range(checked_count(count)))
+
+
+def checked_count(count: int) -> int:
+    """``count``, or a ValueError where it is not a number of CALVIN's chains (0..1000)."""
     if not 0 <= count <= NUM_CHAINS:
         raise ValueError(f"CALVIN has {NUM_CHAINS} evaluation chains, asked for {count}")
-    return tuple(evaluation_chain(index) for index in range(count))
+    return count
 
 
 def evaluation_chain(index: int) -> Chain:
@@ -157,9 +162,7 @@ def play_task(calvin: Any, policy: Policy, observation: Mapping[str, Any]
 def evaluate_chains(env: Any, policy: Policy, num_chains: int = NUM_CHAINS,
                     steps_per_task: int = STEPS_PER_TASK) -> list[int]:
     """The completed length of each of the first ``num_chains`` evaluation chains, one after another."""
-    if not 0 <= num_chains <= NUM_CHAINS:
-        raise ValueError(f"CALVIN has {NUM_CHAINS} evaluation chains, asked for {num_chains}")
-    return [play_chain(env, policy, index, steps_per_task) for index in range(num_chains)]
+    return [play_chain(env, policy, index, steps_per_task) for index in range(checked_count(num_chains))]
 
 
 def summarize(lengths: Iterable[int]) -> dict[str, float]:

@@ -259,11 +259,16 @@ class CalvinEnv(gym.Env):
         simulator = self._simulator_of(scene)
         place_state(simulator, state, rng)
         self._scene = scene
+        self._begin_task(task, instruction)
+        return self._observation()
+
+    def _begin_task(self, task: str, instruction: str) -> None:
+        """Make ``task`` the current one in the scene as it is: success is judged against the state now, and
+        its steps count from 0."""
         self._task = task
         self._instruction = instruction
-        self._start_info = simulator.get_info()
+        self._start_info = self.simulator.get_info()
         self._elapsed = 0
-        return self._observation()
 
     def _success(self) -> bool:
         return task_done(self._task, self._start_info, self.simulator.get_info())
@@ -295,10 +300,7 @@ class CalvinEnv(gym.Env):
         if self._completed == len(self._chain):
             return self._observation(), 1.0, True, False, info
         task = self._chain[self._completed]
-        self._task = task
-        self._instruction = self.instructions.canonical(task)
-        self._start_info = self.simulator.get_info()
-        self._elapsed = 0
+        self._begin_task(task, self.instructions.canonical(task))
         info[REPLAN] = True
         return self._observation(), 1.0, False, False, info
 

@@ -105,8 +105,8 @@ class RewardMode(gym.Wrapper, gym.utils.RecordConstructorArgs):
         observation, reward, terminated, truncated, info = self.env.step(action)
         success = bool(info["success"])
         scale = 1.0 if self.mode == "dense" else self.dense_reward_max
-        goal_ends = bool(terminated or truncated or info.get(REPLAN))
-        reward, self._potential = step_reward(self.mode, success, self._succeeded, float(reward) / scale, goal_ends,
-                                              self._potential)
-        self._succeeded = (self._succeeded or success) and not info.get(REPLAN)
+        replan = bool(info.get(REPLAN))
+        reward, self._potential = step_reward(self.mode, success, self._succeeded, float(reward) / scale,
+                                              bool(terminated or truncated or replan), self._potential)
+        self._succeeded = (self._succeeded or success) and not replan
         return observation, float(reward), terminated, truncated, info

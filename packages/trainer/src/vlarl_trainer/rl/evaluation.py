@@ -94,7 +94,7 @@ def evaluate(
         {split: success rate, and ``ood_average`` where an out-of-distribution split was scored},
         ``episodes`` (one dict per episode) and ``videos``.
     """
-    num_envs = len(shards.keys()) * shards.envs_per_stage
+    num_envs = shards.num_envs
     per_episode: list[dict[str, Any]] = []
     videos = []
     rounds = range(0, len(options), num_envs)
@@ -271,19 +271,17 @@ def play_calvin_chains(config: VlarlConfig, shards: Shards) -> dict[str, Any]:
     # A task's first chunk starts at the task (a success ends the chunk), so each takes at most this many.
     chunk_steps = CHAIN_LENGTH * -(-STEPS_PER_TASK // action_chunk)
     options = [{"chain": index} for index in range(config.eval.calvin_chains)]
-    num_envs = len(shards.keys()) * shards.envs_per_stage
+    num_envs = shards.num_envs
     lengths: list[int] = []
     with progress_bar(len(options), "chains", "chain", config.runner.progress) as bar:
         for start in range(0, len(options), num_envs):
             batch = options[start : start + num_envs]
             envs = spread_over_shards(len(batch), len(shards.keys()), shards.envs_per_stage)
-            padded = [batch[0]] * num_envs
+            padded, idle = [batch[0]] * num_envs, [True] * num_envs
             for option, env in zip(batch, envs):
-                padded[env] = option
-            playing = set(envs)
+                padded[env], idle[env] = option, False
             results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=config.runner.seed,
-                                   keep_trajectories=False, idle=[env not in playing for env in range(num_envs)],
-                                   stop_when_done=True)
+                                   keep_trajectories=False, idle=idle, stop_when_done=True)
             lengths.extend(int(round(results["return"][env])) for env in envs)
             bar.update(len(batch))
     summary = summarize(lengths)

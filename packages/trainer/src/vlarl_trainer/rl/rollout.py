@@ -39,6 +39,11 @@ class Shards:
     def keys(self) -> list[tuple[int, int]]:
         return [(rank, stage) for rank in range(len(self.env)) for stage in range(self.stage_num)]
 
+    @property
+    def num_envs(self) -> int:
+        """Envs over every shard: the global env axis."""
+        return len(self.keys()) * self.envs_per_stage
+
     def rollout_worker(self, env_rank: int):
         return self.rollout.workers[env_rank % len(self.rollout)]
 

@@ -32,9 +32,10 @@ def policy_inputs(batch: dict[str, Any]) -> dict[str, Any]:
 class StageRecord:
     """What one shard's episodes produced, step by step."""
 
-    def __init__(self, num_envs: int, tasks: list[str]) -> None:
+    def __init__(self, tasks: list[str], idle: np.ndarray) -> None:
         self.rewards: list[np.ndarray] = []
-        self.dones: list[np.ndarray] = [np.zeros(num_envs, bool)]
+        self.dones: list[np.ndarray] = [idle]
+        """Whether each env's episode has ended, before the first step and after each; an idle env's from the start."""
         self.tasks = tasks
 
     @property
@@ -67,9 +68,11 @@ class EnvWorker(WorkerProcess):
         vec = self.stages[stage]
         if len(options) != vec.num_envs:
             raise ValueError(f"stage {stage} has {vec.num_envs} envs, got {len(options)} reset options")
+        from vlarl_envs.vector import idle_mask
+
+        idle = idle_mask(idle, vec.num_envs)
         batch, infos = vec.reset(options, idle=idle)
-        self.records[stage] = StageRecord(vec.num_envs, [str(info.get("task", "")) for info in infos])
-        self.records[stage].dones[0] = np.zeros(vec.num_envs, bool) if idle is None else np.array(idle, bool)
+        self.records[stage] = StageRecord([str(info.get("task", "")) for info in infos], idle)
         if stage == 0:  # the video follows stage 0's first env; resetting the other stages leaves it alone
             self.frames = [] if record_video else None
             self.instruction = str(batch["task_description"][0])
