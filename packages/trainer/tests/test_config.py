@@ -145,12 +145,14 @@ def test_libero_cpu_recipes_validate_with_both_cameras_and_40_episodes_a_step(re
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("recipe", ["calvin_abc_d_ppo_openpi_tiny", "calvin_abc_d_ppo_openpi", "calvin_abc_d_ppo_openpi_pi05"])
+@pytest.mark.parametrize("recipe", ["calvin_abc_d_ppo_openpi_tiny", "calvin_abc_d_grpo_openpi_tiny", "calvin_abc_d_ppo_openpi",
+                                    "calvin_abc_d_ppo_openpi_pi05"])
 def test_calvin_recipes_train_on_abc_and_score_on_d(recipe):
     from vlarl_envs import family_of
     from vlarl_envs.testing import require_simulator
 
     from vlarl_policies.registry import preset_config
+    from vlarl_trainer.rl.runner import training_options
 
     require_simulator("calvin_env")
     config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
@@ -159,8 +161,15 @@ def test_calvin_recipes_train_on_abc_and_score_on_d(recipe):
     assert (config.env.id, config.eval.env_id) == ("vlarl/CALVIN-ABC-v0", "vlarl/CALVIN-D-v0")
     preset_config(config.policy.name, config.policy.preset,
                   **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
-    if config.policy.preset == "tiny":  # every env keeps one task
-        assert config.env.num_envs % len(family_of(config.env.id).tasks(config.env.id)) == 0
+    tasks = family_of(config.env.id).tasks(config.env.id)
+    if config.policy.preset == "tiny" and config.algorithm.name == "ppo":  # every env keeps one task
+        assert config.env.num_envs % len(tasks) == 0
+    elif config.policy.preset == "tiny":  # a step plays every task once, in one group on one start state
+        for step in range(3):
+            played = [(option["task"], option["episode_id"]) for epoch in range(config.rollout.rollout_epoch)
+                      for option in training_options(config, step, epoch)]
+            assert sorted(task for task, _ in set(played)) == sorted(tasks)
+            assert all(played.count(group) == config.algorithm.group_size for group in set(played))
     else:
         assert config.eval.calvin_chains == 1000
 
