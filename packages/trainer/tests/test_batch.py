@@ -48,6 +48,16 @@ def test_grpo_batch_drops_uniform_groups():
     env = batch["forward_inputs"]["states"].flatten().long() % 4  # samples are flattened time-major
     assert set(env.tolist()) == {0, 1}
     assert torch.all(batch["advantages"][env == 0] > 0) and torch.all(batch["advantages"][env == 1] < 0)
+    assert metrics["rollout/groups_kept"] == 0.5
+
+
+def test_grpo_groups_kept_counts_groups_not_envs():
+    data = rollout(B=6, done_at=(0, 0, 1, 1, 2, 2), success=(0, 1, 1, 1, 1, 0))
+    data["values"] = None
+    batch, metrics = build_batch(data, AlgorithmConfig(name="grpo", group_size=3, score_range=[0.1, 0.9]))
+    assert metrics["rollout/groups_kept"] == 1.0  # envs (0, 1, 2) and (3, 4, 5) each mix outcomes
+    _, metrics = build_batch(data, AlgorithmConfig(name="grpo", group_size=2, score_range=[0.1, 0.9]))
+    assert metrics["rollout/groups_kept"] == 2 / 3  # (2, 3) all succeeded
 
 
 def test_grpo_from_a_policy_with_a_value_head_trains_no_critic():

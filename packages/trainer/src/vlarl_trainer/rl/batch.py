@@ -71,6 +71,8 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
             leave_one_out=algorithm.leave_one_out,
             score_range=score_range,
         )
+        kept_envs = loss_mask.reshape(loss_mask.shape[0], loss_mask.shape[1], -1)[0].any(-1)
+        groups_kept = float(kept_envs.reshape(-1, algorithm.group_size)[:, 0].double().mean())
     weights = vlarl_algos.length_normalized_weights(loss_mask) if algorithm.length_normalized else loss_mask.float()
     keep = weights.flatten() > 0
     flat = lambda x: x.flatten(0, 1)[keep]  # noqa: E731  ([T, B, ...] -> kept [N, ...])
@@ -92,6 +94,8 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
     }
     if algorithm.skip_unsolved_tasks:
         metrics["rollout/skipped_tasks"] = skipped
+    if algorithm.name == "grpo":  # with score_range [0.1, 0.9], the groups whose episodes ended differently
+        metrics["rollout/groups_kept"] = groups_kept
     if returns is not None:
         metrics["rollout/returns_mean"] = float(vlarl_algos.masked_mean(returns, loss_mask))
         metrics["train/critic/explained_variance"] = float(
