@@ -106,6 +106,7 @@ def test_grpo_two_steps(tmp_path):
         for name in ("env/success_once", "rollout/advantages_mean", "train/actor/policy_loss", "train/actor/grad_norm"):
             assert math.isfinite(metrics[step][name])
         assert not any(name.startswith("train/critic/value_loss") for name in metrics[step])
+        assert metrics[step]["rollout/groups_kept"] == 1.0  # score_range=null keeps every group
 
 
 def test_two_pipeline_stages_give_the_same_trajectories(tmp_path):
