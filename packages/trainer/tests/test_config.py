@@ -22,6 +22,14 @@ def test_seed_recipes_ship():
     assert set(CPU_RECIPES) | set(MANISKILL_CPU_RECIPES) | set(PUBLISHED_SIZE_RECIPES) <= set(available_recipes())
 
 
+@pytest.mark.parametrize("recipe", [name for name in available_recipes() if "_tiny" in name])
+def test_tiny_recipes_update_in_fp32_without_recomputation(recipe):
+    """A tiny recipe trains on a CPU, where bf16 and gradient checkpointing only slow the update, also when
+    it inherits a published-size recipe that sets them for GPUs."""
+    actor = load_config([f"recipe={recipe}"]).actor
+    assert (actor.precision, actor.gradient_checkpointing) == ("fp32", False)
+
+
 @pytest.mark.parametrize("recipe", CPU_RECIPES)
 def test_cpu_recipes_validate(recipe):
     config = load_config([f"recipe={recipe}"])
