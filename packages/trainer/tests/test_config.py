@@ -189,6 +189,14 @@ def test_variant_recipe_inherits_and_overrides():
     assert config.recipe == "metaworld_10_ppo_openpi_tiny_flownoise"
 
 
+def test_oft_grpo_variant_samples_and_learns_as_its_ppo_recipe():
+    ppo = load_config(["recipe=metaworld_10_ppo_openvlaoft_tiny"])
+    grpo = load_config(["recipe=metaworld_10_grpo_openvlaoft_tiny"])
+    assert grpo.actor.lr == ppo.actor.lr == 3e-4
+    assert grpo.policy.kwargs["temperature"] == ppo.policy.kwargs["temperature"] == 1.75
+    assert not grpo.policy.kwargs["add_value_head"] and ppo.policy.kwargs["add_value_head"]
+
+
 def test_missing_env_family_says_so():
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", "env.id=vlarl/CALVIN-ABC-D-v0"])
     with pytest.raises(ValueError, match="'vlarl/CALVIN-ABC-D-v0' is not available in this vlarl version"):
