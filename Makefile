@@ -9,7 +9,7 @@ export RAY_ENABLE_UV_RUN_RUNTIME_ENV ?= 0
 UV ?= uv
 PYTEST_ARGS ?=
 
-.PHONY: setup uv system-deps sync calvin test test-fast demo demo-experts bench lock
+.PHONY: setup uv system-deps sync calvin lint test test-fast demo demo-experts bench lock
 
 setup: uv system-deps sync calvin
 
@@ -30,6 +30,10 @@ calvin:
 
 lock:
 	$(UV) lock
+
+# Ruff over the whole checkout with the locked version and the rules in pyproject.toml ([tool.ruff]).
+lint:
+	$(UV) run --locked ruff check .
 
 # Every test but the GPU ones; simulator tests included.
 test:

@@ -6,7 +6,8 @@ every contract wrapper) and their ratio, in wall-clock time, for state observati
 runs alternate in short blocks and the median block is reported, so both see the same machine
 load; run it on an otherwise idle machine all the same.
 
-    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill|put_on_plate|libero|calvin] [--steps 2000] [--rounds 9]
+    uv run python benchmarks/env_overhead.py [--family metaworld|maniskill|put_on_plate|libero|calvin]
+        [--steps 2000] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -99,7 +101,7 @@ def metaworld_rows(steps: int, rounds: int) -> None:
     for mode, rendering, n in (("state", False, steps), (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", True, steps // 20)):
         raw_step, wrapped_step = metaworld_pair("rgb" if rendering else "state")
         rates = alternate(
-            {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)},
+            {"raw": partial(steps_per_second, raw_step, n), "wrapped": partial(steps_per_second, wrapped_step, n)},
             rounds,
         )
         report_overhead("MetaWorld reach-v3", mode, rates)
@@ -146,7 +148,7 @@ def maniskill_rows(steps: int, rounds: int) -> None:
     for mode, obs_mode, n in (("state", "state", steps // 4), (f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}", "rgb", steps // 40)):
         raw_step, wrapped_step = maniskill_pair(obs_mode)
         rates = alternate(
-            {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)},
+            {"raw": partial(steps_per_second, raw_step, n), "wrapped": partial(steps_per_second, wrapped_step, n)},
             rounds,
         )
         report_overhead(f"ManiSkill {MANISKILL_TASK}-v1", mode, rates)
@@ -185,8 +187,8 @@ def put_on_plate_rows(steps: int, rounds: int) -> None:
     per_chunk = alternate({"chunk": lambda: steps_per_second(lambda: chunked.step(chunk), n // CHUNK),
                            "single": lambda: steps_per_second(single_steps, n // CHUNK)}, rounds)
     rendered_once, rendered_each = CHUNK * per_chunk["chunk"], CHUNK * per_chunk["single"]
-    print(f"| ManiSkill PutOnPlate-v0 | rgb {PUT_ON_PLATE_IMAGE_SIZE}x{PUT_ON_PLATE_IMAGE_SIZE}, chunks of {CHUNK}: raw = "
-          f"every step rendered, wrapped = the chunk's last | {rendered_each:,.0f} | {rendered_once:,.0f} | "
+    print(f"| ManiSkill PutOnPlate-v0 | rgb {PUT_ON_PLATE_IMAGE_SIZE}x{PUT_ON_PLATE_IMAGE_SIZE}, chunks of {CHUNK}: "
+          f"raw = every step rendered, wrapped = the chunk's last | {rendered_each:,.0f} | {rendered_once:,.0f} | "
           f"{rendered_once / rendered_each:.3f} |")
 
 
@@ -240,8 +242,8 @@ def libero_pair(obs_mode: str) -> tuple[Callable[[], None], Callable[[], None]]:
 def libero_as_openpi_builds_it() -> Callable[[], None]:
     """A step of LIBERO's OffScreenRenderEnv with its defaults, as openpi's example builds it:
     robosuite renders both cameras in every step, with shadows, reflections and multisampling."""
-    from vlarl_envs.libero.suites import LIBERO_SUITES, suite_tasks
     from vlarl_envs.libero.simulator import load_simulator_modules
+    from vlarl_envs.libero.suites import LIBERO_SUITES, suite_tasks
 
     envs, _ = load_simulator_modules()
     task = suite_tasks(LIBERO_SUITES["Spatial"].name)[0]
@@ -257,10 +259,10 @@ def libero_rows(steps: int, rounds: int) -> None:
     rgb = f"rgb {IMAGE_SIZE}x{IMAGE_SIZE}, 2 cameras"
     for mode, obs_mode, n in (("state", "state", steps // 10), (rgb, "rgb", steps // 25)):
         raw_step, wrapped_step = libero_pair(obs_mode)
-        runners = {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)}
+        runners = {"raw": partial(steps_per_second, raw_step, n), "wrapped": partial(steps_per_second, wrapped_step, n)}
         if obs_mode == "rgb":
             upstream_step = libero_as_openpi_builds_it()
-            runners["upstream"] = lambda: steps_per_second(upstream_step, n)
+            runners["upstream"] = partial(steps_per_second, upstream_step, n)
         rates = alternate(runners, rounds)
         report_overhead("LIBERO-Spatial", mode, rates)
         if obs_mode == "rgb":
@@ -311,7 +313,7 @@ def calvin_rows(steps: int, rounds: int) -> None:
     for mode, obs_mode, n in (("state", "state", steps // 10), (rgb, "rgb", steps // 25)):
         raw_step, wrapped_step = calvin_pair(obs_mode)
         rates = alternate(
-            {"raw": lambda: steps_per_second(raw_step, n), "wrapped": lambda: steps_per_second(wrapped_step, n)},
+            {"raw": partial(steps_per_second, raw_step, n), "wrapped": partial(steps_per_second, wrapped_step, n)},
             rounds,
         )
         report_overhead("CALVIN-D", mode, rates)

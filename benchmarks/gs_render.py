@@ -24,7 +24,6 @@ import statistics
 import time
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 import vlarl_envs  # noqa: F401  (registers the ids)

@@ -137,10 +137,12 @@ def main() -> None:
         args.scenes = temporary
     poses, scenes = load_scenes(args.scenes)
     if poses.shape[0] < max(BATCHES):
-        raise SystemExit(f"gsplat_vs_torch: {args.scenes} holds {poses.shape[0]} states, the batches need {max(BATCHES)}")
+        raise SystemExit(
+            f"gsplat_vs_torch: {args.scenes} holds {poses.shape[0]} states, the batches need {max(BATCHES)}"
+        )
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    print("| image | Gaussians | batch | gsplat CUDA ms (per image) | torch CUDA ms (per image) | torch CPU ms (per image) "
-          "| torch CUDA / gsplat | torch CPU / gsplat |")
+    print("| image | Gaussians | batch | gsplat CUDA ms (per image) | torch CUDA ms (per image) "
+          "| torch CPU ms (per image) | torch CUDA / gsplat | torch CPU / gsplat |")
     print("|---|---|---|---|---|---|---|---|")
     agreements, cpu_agreements = [], []
     for size, (scene, camera) in scenes.items():
@@ -158,7 +160,8 @@ def main() -> None:
                 repeats = args.cpu_repeats if name == "torch_cpu" else args.repeats
                 times[name], images[name] = time_renders(renderer, batch_poses, repeats)
             cells = [f"{times[name]:.2f} ({times[name] / batch:.2f})" if name in times else "-" for name in renderers]
-            ratios = [f"{times[name] / times['gsplat']:.1f}x" if name in times else "-" for name in ("torch_cuda", "torch_cpu")]
+            ratios = [f"{times[name] / times['gsplat']:.1f}x" if name in times else "-"
+                      for name in ("torch_cuda", "torch_cpu")]
             print(f"| {size}x{size} | {scene.gaussian_count():,} | {batch} | " + " | ".join(cells + ratios) + " |")
             if batch == max(BATCHES):
                 agreements.append((size, batch, "torch on CUDA", images["gsplat"], images["torch_cuda"]))

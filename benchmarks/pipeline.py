@@ -11,7 +11,8 @@ against the env's. Both per-shard costs, and the act for all envs at once, are m
 through Ray in the benchmark's own workers, and printed. Both configurations then alternate in
 rounds on the same embedded Ray; the median round is reported.
 
-    uv run python benchmarks/pipeline.py [--num-envs 32] [--expert-width 768] [--denoise-steps 2] [--chunk-steps 24] [--rounds 3]
+    uv run python benchmarks/pipeline.py [--num-envs 32] [--expert-width 768] [--denoise-steps 2]
+        [--chunk-steps 24] [--rounds 3]
 
 32 envs by default: every call also pays a fixed cost (Ray's hops, the policy's per-call work),
 which a shard of 16 envs spreads thin enough that both per-shard costs double with the shard
@@ -27,8 +28,8 @@ import statistics
 import tempfile
 import time
 
-from vlarl_trainer.rl.cluster import start_ray
 from vlarl_trainer.config import load_config
+from vlarl_trainer.rl.cluster import start_ray
 from vlarl_trainer.rl.rollout import run_episodes
 from vlarl_trainer.rl.runner import Trainer, training_options
 
@@ -74,9 +75,11 @@ def trainer(stages: int, num_envs: int, chunk: int, chunk_steps: int, out: str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--num-envs", type=int, default=32, help="envs per configuration (2 shards of n/2 with 2 stages)")
+    parser.add_argument("--num-envs", type=int, default=32,
+                        help="envs per configuration (2 shards of n/2 with 2 stages)")
     parser.add_argument("--expert-width", type=int, default=768,
-                        help="width of the pi0 action expert (MLP 4x): large enough that an act's cost grows with its envs")
+                        help="width of the pi0 action expert (MLP 4x): large enough that an act's cost grows with "
+                             "its envs")
     parser.add_argument("--denoise-steps", type=int, default=2,
                         help="pi0 flow steps per act: the knob that balances the policy's cost against the env's")
     parser.add_argument("--action-chunk", type=int, default=1, help="env sub-steps per policy call")
@@ -88,8 +91,9 @@ def main() -> None:
     os.environ.setdefault("LP_NUM_THREADS", "1")
     start_ray(None, num_cpus=2)
     with tempfile.TemporaryDirectory() as out:
-        build = functools.partial(trainer, num_envs=args.num_envs, chunk=args.action_chunk, chunk_steps=args.chunk_steps,
-                                  out=out, denoise_steps=args.denoise_steps, expert_width=args.expert_width)
+        build = functools.partial(trainer, num_envs=args.num_envs, chunk=args.action_chunk,
+                                  chunk_steps=args.chunk_steps, out=out, denoise_steps=args.denoise_steps,
+                                  expert_width=args.expert_width)
         one = build(1, policy=None)
         two = build(2, policy=str(one.run_dir / "initial_policy"))
         for runner in (two, one):

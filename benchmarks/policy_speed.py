@@ -9,12 +9,12 @@ Markdown tables.
 
 ``act`` runs under no_grad as a rollout worker calls it; ``evaluate`` runs with gradients as the
 actor calls it, and ``evaluate + backward`` adds the backward pass of a PPO-style loss. Times are
-medians over ``--repeats`` calls after ``--warmup`` calls, as wall-clock and as process CPU time. Parameter counts build each preset on
-the meta device, so the published size costs no memory. With several ``--threads`` values every policy
-is timed at each in turn, in one process, and the last table gives each value's wall-clock speed-up
-over the first. A per-sample table divides each policy's wall-clock times by the batch, side by side
-in the same run: OpenVLA decodes C * A tokens one by one (C = 1 as published), OpenVLA-OFT a chunk
-of C = 8 in one pass, pi0 a chunk of its ``action_chunk`` by flow matching.
+medians over ``--repeats`` calls after ``--warmup`` calls, as wall-clock and as process CPU time. Parameter
+counts build each preset on the meta device, so the published size costs no memory. With several
+``--threads`` values every policy is timed at each in turn, in one process, and the last table gives each
+value's wall-clock speed-up over the first. A per-sample table divides each policy's wall-clock times by
+the batch, side by side in the same run: OpenVLA decodes C * A tokens one by one (C = 1 as published),
+OpenVLA-OFT a chunk of C = 8 in one pass, pi0 a chunk of its ``action_chunk`` by flow matching.
 
 ``--gradient-checkpointing`` times ``evaluate + backward`` once more with ``set_gradient_checkpointing(True)``
 and prints both times, their ratio and the activations each keeps for the backward pass (the bytes
@@ -209,8 +209,8 @@ def main() -> None:
     cuda = args.device.startswith("cuda")
     print(f"preset={args.preset} device={args.device} dtype={args.dtype} batch={args.batch} "
           f"threads={' '.join(map(str, args.threads))} torch={torch.__version__}")
-    print("\n| policy | threads | act (ms wall / CPU) | evaluate (ms wall / CPU) | evaluate + backward (ms wall / CPU) |" +
-          (" peak memory (GiB) |" if cuda else ""))
+    print("\n| policy | threads | act (ms wall / CPU) | evaluate (ms wall / CPU) "
+          "| evaluate + backward (ms wall / CPU) |" + (" peak memory (GiB) |" if cuda else ""))
     print("|---|---|---|---|---|" + ("---|" if cuda else ""))
     results: dict[tuple[str, int], dict[str, tuple[float, float]]] = {}
     for name in args.policies:

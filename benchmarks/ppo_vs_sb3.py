@@ -236,7 +236,8 @@ def main() -> None:
         unit = "return" if task.metric == "return" else "success rate"
         print(f"\n{task.name}: threshold {unit} >= {task.threshold} over the last {task.window} episodes, "
               f"{task.total_timesteps:,} env steps, {task.num_envs} envs x {task.num_steps} steps, "
-              f"minibatch {task.minibatch_size}, {task.update_epochs} epochs, lr {task.learning_rate}, gamma {task.gamma}")
+              f"minibatch {task.minibatch_size}, {task.update_epochs} epochs, lr {task.learning_rate}, "
+              f"gamma {task.gamma}")
         print(f"env alone, random actions: {env_alone_speed(task):,.0f} env steps/s (the ceiling for any learner)")
         print(f"{'learner':8} {'seed':>4} {'steps to thr':>13} {'s to thr':>11} {'final':>8} {'success':>8} "
               f"{'total s':>8} {'CPU s':>8} {'steps/s':>8}")

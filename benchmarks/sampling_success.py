@@ -58,9 +58,11 @@ def parse_setting(text: str) -> tuple[str, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("policy", help="a save_pretrained directory (an SFT checkpoint, a run's checkpoints/step_N/policy)")
+    parser.add_argument("policy",
+                        help="a save_pretrained directory (an SFT checkpoint, a run's checkpoints/step_N/policy)")
     parser.add_argument("settings", nargs="+", type=parse_setting,
-                        help="sampling settings to compare, each name=value[,name=value] (the config's sampling_fields)")
+                        help="sampling settings to compare, each name=value[,name=value] "
+                             "(the config's sampling_fields)")
     parser.add_argument("--env-id", required=True)
     parser.add_argument("--env-kwargs", type=json.loads, default={})
     parser.add_argument("--action-chunk", type=int, default=5)
@@ -79,7 +81,8 @@ def main() -> None:
         parser.error(f"{policy.config.type} samples with {list(fields)}; {unknown} are not among them")
     vec = family_of(args.env_id).make_episode_vec(args.env_id, args.num_envs, action_chunk=args.action_chunk,
                                                   **args.env_kwargs)
-    options = [{"episode_id": episode, "split": args.split} for episode in range(args.first, args.first + args.episodes)]
+    options = [{"episode_id": episode, "split": args.split}
+               for episode in range(args.first, args.first + args.episodes)]
     saved = policy.config
     print(f"{args.env_id} {args.split} episodes {args.first}-{args.first + args.episodes - 1}, {args.policy}")
     print(f"{'sampling':<40} {'success':>8} {'episodes':>9} {'seconds':>8}")

@@ -2,8 +2,8 @@
 
     vlarl-convert import pi0 <published dir> <out dir> --action-dim 7 --state-dim 8 \\
         [--tokenizer-dir <dir with tokenizer.json>] [--norm-stats <norm_stats.json>] [--preset base]
-    vlarl-convert import openvla_oft <published dir> <out dir> --action-dim 7 --state-dim 8 --unnorm-key libero_spatial \\
-        --set use_proprio=true --set action_chunk=8
+    vlarl-convert import openvla_oft <published dir> <out dir> --action-dim 7 --state-dim 8 \\
+        --unnorm-key libero_spatial --set use_proprio=true --set action_chunk=8
     vlarl-convert export <policy dir> <out dir>
 
 ``import`` reads a published layout with the family's ``load_published`` (openpi-PyTorch or LeRobot

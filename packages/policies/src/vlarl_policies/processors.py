@@ -70,7 +70,8 @@ def check_task_descriptions(descriptions: Any, batch_size: int) -> list[str]:
     """``task_description`` must be a list or tuple of B strings."""
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
         raise ValueError(
-            f"obs_batch['task_description'] must be a list or tuple of {batch_size} str, got {type(descriptions).__name__}"
+            f"obs_batch['task_description'] must be a list or tuple of {batch_size} str, "
+            f"got {type(descriptions).__name__}"
         )
     if len(descriptions) != batch_size or not all(isinstance(d, str) for d in descriptions):
         raise ValueError(

@@ -255,7 +255,8 @@ class JobConfig:
     stage sizes; the RL stage is the recipe's."""
 
     size: str = "custom"
-    """The job group the sizes come from (demo, full, mt50, ml45, libero_spatial, calvin_abc_d, put_on_plate, gsenv), or custom."""
+    """The job group the sizes come from (demo, full, mt50, ml45, libero_spatial, calvin_abc_d, put_on_plate,
+    gsenv), or custom."""
 
 
 @dataclass

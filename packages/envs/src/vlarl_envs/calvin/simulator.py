@@ -81,7 +81,9 @@ def load_calvin() -> SimpleNamespace:
         robot = importlib.import_module("calvin_env.robot.robot")
         omegaconf = importlib.import_module("omegaconf")
     except ImportError as error:
-        raise ImportError(f"CALVIN environments need the simulator: {INSTALL_HINT}; import failed with: {error}") from error
+        raise ImportError(
+            f"CALVIN environments need the simulator: {INSTALL_HINT}; import failed with: {error}"
+        ) from error
     play_table_env.get_git_commit_hash = lambda path: "(not looked up by vlarl)"
     robot.Robot.load = loading_in_own_client(robot, robot.Robot.load)
     return SimpleNamespace(PlayTableSimEnv=play_table_env.PlayTableSimEnv, Tasks=tasks.Tasks,

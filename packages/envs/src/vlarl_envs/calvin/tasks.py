@@ -37,7 +37,7 @@ class Transition:
     values, and it sets the keys of ``effect``."""
 
     condition: Mapping[str, tuple]
-    effect: Mapping[str, "str | int"]
+    effect: Mapping[str, str | int]
 
     def applies(self, state: SymbolicState) -> bool:
         return all(state[key] in allowed for key, allowed in self.condition.items())
@@ -57,7 +57,7 @@ class CalvinTask:
         return [{**state, **transition.effect} for transition in self.transitions if transition.applies(state)]
 
 
-def transition(effect: Mapping[str, "str | int"], **condition: "str | int | tuple") -> Transition:
+def transition(effect: Mapping[str, str | int], **condition: str | int | tuple) -> Transition:
     """A transition from keyword conditions, a single value or a tuple of allowed values each."""
     return Transition({key: value if isinstance(value, tuple) else (value,) for key, value in condition.items()},
                       dict(effect))
@@ -90,7 +90,8 @@ def _build_tasks() -> tuple[CalvinTask, ...]:
             )),
         ]
     tasks.append(CalvinTask("place_in_slider", 7, tuple(
-        transition({block(color): f"slider_{side}", "grasped": 0}, **{block(color): "grasped", "slider": side, "grasped": 1})
+        transition({block(color): f"slider_{side}", "grasped": 0},
+                   **{block(color): "grasped", "slider": side, "grasped": 1})
         for color in BLOCK_COLORS for side in SLIDER_SIDES
     )))
     tasks.append(CalvinTask("place_in_drawer", 7, tuple(

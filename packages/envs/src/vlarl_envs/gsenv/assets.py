@@ -139,7 +139,9 @@ def build_assets(task, destination: Path, settings: BuildSettings) -> Path:
     try:
         write_capture(
             staging, task.robot_uids, links, objects, table, _backdrop(), capture_settings,
-            extra_manifest={"builder": "vlarl-gsenv-build-assets", "format": ASSET_FORMAT, "settings": asdict(settings)},
+            extra_manifest={
+                "builder": "vlarl-gsenv-build-assets", "format": ASSET_FORMAT, "settings": asdict(settings)
+            },
         )  # fmt: skip
         try:
             os.rename(staging, destination)

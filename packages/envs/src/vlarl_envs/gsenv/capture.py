@@ -117,7 +117,8 @@ def load_capture(root: str | os.PathLike, objects: tuple[str, ...] = OBJECT_NAME
     links = {p.name[: -len(LINK_SUFFIX)]: read_ply(p) for p in sorted(parts_dir.glob(f"*{LINK_SUFFIX}"))}
     if not links:
         raise ValueError(f"{parts_dir}: expected one <link>{LINK_SUFFIX} file per robot link, found none")
-    missing = [str(Path("object", name, OBJECT_FILE)) for name in objects if not (root / "object" / name / OBJECT_FILE).is_file()]
+    missing = [str(Path("object", name, OBJECT_FILE)) for name in objects
+               if not (root / "object" / name / OBJECT_FILE).is_file()]
     if not (root / TABLE_PATH).is_file():
         missing.append(str(TABLE_PATH))
     backdrops = backdrop_images(root)
@@ -154,7 +155,8 @@ def _read_settings(root: Path) -> CaptureSettings:
         )
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(
-            f"{manifest}: expected JSON with reference_qpos, robot_offset and object_origins, could not read it: {error!r}"
+            f"{manifest}: expected JSON with reference_qpos, robot_offset and object_origins, "
+            f"could not read it: {error!r}"
         ) from error
 
 

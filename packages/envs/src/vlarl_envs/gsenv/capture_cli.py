@@ -120,7 +120,9 @@ def read_pose_file(path: Path) -> np.ndarray:
     if isinstance(data, list):
         data = {"matrix": data}
     if not isinstance(data, dict):
-        raise PoseError(f"{path}: expected a mapping with 'matrix' or 'position' and 'quaternion', got {type(data).__name__}")
+        raise PoseError(
+            f"{path}: expected a mapping with 'matrix' or 'position' and 'quaternion', got {type(data).__name__}"
+        )
     scale = float(data.get("scale", 1.0))
     try:
         if "matrix" in data:
@@ -171,7 +173,8 @@ def to_world(gaussians, transform: np.ndarray):
     rigid = torch.eye(4)
     rigid[:3, :3] = torch.tensor(transform[:3, :3] / scale, dtype=torch.float32)
     rigid[:3, 3] = torch.tensor(transform[:3, 3], dtype=torch.float32)
-    scaled = Gaussians(gaussians.means * scale, gaussians.quats, gaussians.scales * scale, gaussians.opacities, gaussians.sh)
+    scaled = Gaussians(gaussians.means * scale, gaussians.quats, gaussians.scales * scale, gaussians.opacities,
+                       gaussians.sh)
     moved = scaled.transformed(rigid)
     return Gaussians(moved.means, moved.quats, moved.scales, moved.opacities, rotate_sh(moved.sh, rigid[:3, :3]))
 
@@ -266,9 +269,12 @@ def main(argv: list[str] | None = None) -> None:
         help="PLY-to-world pose: 16 numbers (4x4, row by row), 7 (x y z qw qx qy qz), or a JSON/YAML file",
     )  # fmt: skip
     parser.add_argument("--output", type=Path, required=True, help="the capture directory to create (must not exist)")
-    parser.add_argument("--scale", type=float, default=1.0, help="metres per PLY unit (the pose's translation is in metres)")
-    parser.add_argument("--inverse", action="store_true", help="the pose is the robot base's pose in the PLY's frame (in PLY units)")
-    parser.add_argument("--base", type=Path, help="capture whose robot, cube, plate and backdrop to use (default: built assets)")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="metres per PLY unit (the pose's translation is in metres)")
+    parser.add_argument("--inverse", action="store_true",
+                        help="the pose is the robot base's pose in the PLY's frame (in PLY units)")
+    parser.add_argument("--base", type=Path,
+                        help="capture whose robot, cube, plate and backdrop to use (default: built assets)")
     parser.add_argument("--backdrop", type=Path, help="a JPEG or PNG photo behind the scene (default: the base's)")
     args = parser.parse_args(argv)
     if not args.scale > 0:

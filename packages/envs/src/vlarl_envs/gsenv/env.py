@@ -109,7 +109,6 @@ class GSEnv(gym.Env):
                 splat_decimation are then those it was built with.
         """
         from vlarl_envs.gsenv.simulator import build_task
-
         from vlarl_envs.splats.backends import BACKENDS
 
         check_obs_mode(obs_mode)

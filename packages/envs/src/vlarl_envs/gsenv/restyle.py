@@ -82,7 +82,8 @@ def patterned(gaussians: Gaussians, style: BackgroundStyle) -> Gaussians:
     """World-frame Gaussians recoloured with ``style``'s pattern (view-independent colours)."""
     colours = torch.tensor(style.colours, dtype=gaussians.sh.dtype)
     rgb = colours[pattern_mask(gaussians.means, style).long()]
-    return Gaussians(gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, rgb_to_sh_dc(rgb)[:, None])
+    return Gaussians(gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities,
+                     rgb_to_sh_dc(rgb)[:, None])
 
 
 def procedural_backdrop(style: BackgroundStyle, size: tuple[int, int] = BACKDROP_SIZE) -> torch.Tensor:

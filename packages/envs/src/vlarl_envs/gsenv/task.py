@@ -95,7 +95,8 @@ class PutCubeOnPlateTask(BaseEnv):
     def _load_scene(self, options: dict):
         table = self.scene.create_actor_builder()
         table.add_box_collision(half_size=TABLE_HALF_SIZE)
-        table.add_box_visual(half_size=TABLE_HALF_SIZE, material=sapien.render.RenderMaterial(base_color=[*TABLE_COLOUR, 1]))
+        table.add_box_visual(half_size=TABLE_HALF_SIZE,
+                             material=sapien.render.RenderMaterial(base_color=[*TABLE_COLOUR, 1]))
         table.initial_pose = sapien.Pose(p=list(TABLE_CENTRE))
         self.table = table.build_kinematic(name="table")
 

@@ -158,7 +158,8 @@ class BatchedSplatRendering(VectorWrapper):
         shape = image_shape(image_size)
         self._task = build_task("state", shape[:2])
         with torch.no_grad():
-            root = capture if capture is not None else ensure_assets(self._task, BuildSettings(**(asset_settings or {})))
+            root = (capture if capture is not None
+                    else ensure_assets(self._task, BuildSettings(**(asset_settings or {}))))
         scene = splat_scene(self._task, load_capture(root), splat_decimation or auto_decimation(shape[0]))
         params = self._task._sensors[CAMERA_NAME].get_params()
         camera = PinholeCamera.from_extrinsic(shape[1], shape[0], params["intrinsic_cv"][0], params["extrinsic_cv"][0])
@@ -169,7 +170,9 @@ class BatchedSplatRendering(VectorWrapper):
         self._body_sources = [links.index(name) if name in links else name for name in scene.body_names]
         self._kinematics = self._task.agent.robot._objs[0].create_pinocchio_model()
         single = env.single_observation_space
-        self.single_observation_space = spaces.Dict({"main_images": spaces.Box(0, 255, shape, np.uint8), **single.spaces})
+        self.single_observation_space = spaces.Dict(
+            {"main_images": spaces.Box(0, 255, shape, np.uint8), **single.spaces}
+        )
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
 
     def body_poses(self, states: np.ndarray, privileged: np.ndarray) -> torch.Tensor:

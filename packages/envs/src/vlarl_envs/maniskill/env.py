@@ -59,7 +59,9 @@ class TaskSetup:
     default_split: str
 
     @classmethod
-    def create(cls, env_id: str, task: str, obs_mode: str, control_mode: str, split: str, horizon: int | None) -> TaskSetup:
+    def create(
+        cls, env_id: str, task: str, obs_mode: str, control_mode: str, split: str, horizon: int | None
+    ) -> TaskSetup:
         spec = MANISKILL_TASKS[validate_choice(env_id, "ManiSkill task", task, MANISKILL_TASKS)]
         check_obs_mode(obs_mode)
         validate_choice(env_id, "control_mode", control_mode, CONTROL_MODES)

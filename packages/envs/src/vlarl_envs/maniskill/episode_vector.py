@@ -149,7 +149,8 @@ class ManiSkillEpisodeVectorEnv:
             step_truncated = stepping & (self._elapsed >= self.setup.horizon) & ~step_terminated
             done_now = step_terminated | step_truncated
             dense = _numpy(sim_reward).astype(np.float64)
-            reward, potential = step_reward(self.reward_mode, success, self._succeeded, dense, done_now, self._potential)
+            reward, potential = step_reward(self.reward_mode, success, self._succeeded, dense, done_now,
+                                            self._potential)
             reward = np.where(stepping, reward, 0.0)
             self._potential = np.where(stepping, potential, self._potential)
             self._succeeded |= success & stepping

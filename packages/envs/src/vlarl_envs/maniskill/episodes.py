@@ -88,7 +88,8 @@ class PutOnPlateEpisodes:
         validate_choice(self.env_id, "split", split, self.splits)
         if episode_id >= SPLIT_SIZES[split]:
             raise ValueError(
-                f"{self.env_id}: split {split!r} has episode ids 0..{SPLIT_SIZES[split] - 1}, got episode_id={episode_id}"
+                f"{self.env_id}: split {split!r} has episode ids 0..{SPLIT_SIZES[split] - 1}, "
+                f"got episode_id={episode_id}"
             )
         record = make_episode(split, int(episode_id))
         info = {

@@ -82,7 +82,8 @@ def load_maniskill() -> ModuleType:
     except ImportError as error:
         raise ImportError(
             "ManiSkill environments need the simulator: pip install 'vlarl-envs[maniskill]' (mani-skill==3.0.1), "
-            "plus a Vulkan driver (scripts/install_system_deps.sh installs Mesa 25 lavapipe on a machine without a GPU); "
+            "plus a Vulkan driver (scripts/install_system_deps.sh installs Mesa 25 lavapipe on a machine "
+            "without a GPU); "
             f"import failed with: {error}"
         ) from error
 

@@ -252,7 +252,8 @@ class ManiSkillBatchedEnv(VectorEnv):
         envs = env_idx.tolist()
         episodes = self.setup.episodes
         starts = [
-            episodes.start(self._splits[env], episodes.draw_episode_id(self._splits[env], self._np_random)) for env in envs
+            episodes.start(self._splits[env], episodes.draw_episode_id(self._splits[env], self._np_random))
+            for env in envs
         ]
         arguments = reset_arguments(starts)
         arguments["options"]["env_idx"] = env_idx

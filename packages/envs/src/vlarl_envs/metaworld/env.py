@@ -16,10 +16,10 @@ Success Conditions:
     ``terminate_on_success=False`` and truncates after ``horizon`` steps.
 
 Observations: ``main_images`` from the ``corner2`` camera moved closer to the table, as RLinf
-and most pixel-based MetaWorld work do (rolled 180 degrees by MetaWorld, rotated back here), ``states`` = hand xyz + gripper opening (4,), ``privileged_state`` =
-MetaWorld's full 39-D vector with the goal visible (what scripted experts and state-based
-learners need), and ``task_description``. Actions are MetaWorld's own normalized 4-D
-(xyz delta, gripper effort).
+and most pixel-based MetaWorld work do (rolled 180 degrees by MetaWorld, rotated back here),
+``states`` = hand xyz + gripper opening (4,), ``privileged_state`` = MetaWorld's full 39-D
+vector with the goal visible (what scripted experts and state-based learners need), and
+``task_description``. Actions are MetaWorld's own normalized 4-D (xyz delta, gripper effort).
 """
 
 from __future__ import annotations

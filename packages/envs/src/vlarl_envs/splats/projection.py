@@ -112,7 +112,8 @@ def project(
     )
     extents = extent[..., None] * torch.sqrt(torch.stack([cov_a, cov_c], dim=-1))
     radii = torch.ceil(extents)
-    on_screen = ((means2d + radii > 0) & (means2d - radii < torch.tensor([width, height], device=means2d.device))).all(dim=-1)
+    screen = torch.tensor([width, height], device=means2d.device)
+    on_screen = ((means2d + radii > 0) & (means2d - radii < screen)).all(dim=-1)
     keep = (in_depth & (determinant > 0) & (opacities >= ALPHA_THRESHOLD) & on_screen)[..., None]
     return ProjectedGaussians(
         means2d=means2d,

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import torch
 
-from vlarl_envs.splats.projection import ALPHA_THRESHOLD, ProjectedGaussians
 from vlarl_envs.splats.compositor import MAX_ALPHA, TRANSMITTANCE_THRESHOLD
+from vlarl_envs.splats.projection import ALPHA_THRESHOLD, ProjectedGaussians
 
 
 def composite_per_pixel(

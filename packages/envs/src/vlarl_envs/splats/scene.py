@@ -60,7 +60,9 @@ class SplatScene:
         if len(set(names)) != len(names):
             raise ValueError(f"SplatScene: body names must be unique, got {names}")
         if self.backdrop is not None and (self.backdrop.ndim != 3 or self.backdrop.shape[-1] != 3):
-            raise ValueError(f"SplatScene.backdrop: expected an (H, W, 3) image, got shape {tuple(self.backdrop.shape)}")
+            raise ValueError(
+                f"SplatScene.backdrop: expected an (H, W, 3) image, got shape {tuple(self.backdrop.shape)}"
+            )
 
     @property
     def body_names(self) -> tuple[str, ...]:

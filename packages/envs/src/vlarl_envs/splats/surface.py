@@ -78,7 +78,9 @@ def subdivided(mesh: ColouredMesh, max_area: float) -> ColouredMesh:
         a, b, c = triangles[large].T
         first_new = len(vertices)
         count = int(large.sum())
-        midpoints = np.concatenate([(vertices[a] + vertices[b]) / 2, (vertices[b] + vertices[c]) / 2, (vertices[c] + vertices[a]) / 2])
+        midpoints = np.concatenate(
+            [(vertices[a] + vertices[b]) / 2, (vertices[b] + vertices[c]) / 2, (vertices[c] + vertices[a]) / 2]
+        )
         ab, bc, ca = (first_new + np.arange(count) + k * count for k in range(3))
         children = np.concatenate([np.stack(t, axis=1) for t in ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))])
         vertices = np.concatenate([vertices, midpoints])
@@ -106,7 +108,8 @@ def surface_gaussians(mesh: ColouredMesh, count: int, rng: np.random.Generator) 
     flip = first + second > 1
     first[flip], second[flip] = 1 - first[flip], 1 - second[flip]
     corners = mesh.vertices[mesh.triangles[chosen]]
-    points = corners[:, 0] + first[:, None] * (corners[:, 1] - corners[:, 0]) + second[:, None] * (corners[:, 2] - corners[:, 0])
+    points = (corners[:, 0] + first[:, None] * (corners[:, 1] - corners[:, 0])
+              + second[:, None] * (corners[:, 2] - corners[:, 0]))
     normals = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
     normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
     colours = np.clip(mesh.colours[chosen], 0.0, 1.0)

@@ -21,7 +21,9 @@ class StateOnlyObservation(gym.ObservationWrapper, gym.utils.RecordConstructorAr
         if key is None:
             key = "privileged_state" if "privileged_state" in available else "states"
         if key not in available or not isinstance(available[key], spaces.Box):
-            raise ValueError(f"StateOnlyObservation: expected a Box key such as 'states', got {key!r} of {list(available)}")
+            raise ValueError(
+                f"StateOnlyObservation: expected a Box key such as 'states', got {key!r} of {list(available)}"
+            )
         self.key = key
         self.observation_space = available[key]
 

@@ -173,7 +173,8 @@ class PaliGemmaPrefix(nn.Module):
         image_embeds = self.projector(patches).view(batch, cameras * patches.shape[1], -1)
         image_pad = image_masks.repeat_interleave(patches.shape[1], dim=1)
         text_embeds = self.language_model.embed_tokens(tokens) * self.embedding_scale
-        return torch.cat([image_embeds, text_embeds.to(image_embeds.dtype)], dim=1), torch.cat([image_pad, token_masks], 1)
+        embeds = torch.cat([image_embeds, text_embeds.to(image_embeds.dtype)], dim=1)
+        return embeds, torch.cat([image_pad, token_masks], 1)
 
     def encode(self, embeds: Tensor, pad_mask: Tensor, keep_hidden: bool) -> PrefixCache:
         """Run the language model over the prefix and collect its key/value cache.

@@ -55,7 +55,8 @@ def sde_sigma(step: Tensor, num_steps: int, noise_level: float | Tensor) -> Tens
 
 
 def annealed_noise_level(start: float, end: float, steps: int, step: int) -> float:
-    """The noise level at training step ``step``: linear from ``start`` to ``end`` over ``steps`` steps, then ``end``."""
+    """The noise level at training step ``step``: linear from ``start`` to ``end`` over ``steps`` steps, then
+    ``end``."""
     return start + (end - start) * min(step, steps) / steps
 
 

@@ -298,7 +298,10 @@ class Pi0Policy(VLAPolicy):
         v, _ = self.velocity(cache, inputs["states"], x_t, t)
         squared_error = (v - (noise - actions)) ** 2
         loss = squared_error.mean()
-        metrics = {"sft/loss": loss.detach(), "sft/loss_env_dims": squared_error[..., : config.action_dim].mean().detach()}
+        metrics = {
+            "sft/loss": loss.detach(),
+            "sft/loss_env_dims": squared_error[..., : config.action_dim].mean().detach(),
+        }
         return loss, metrics
 
 

@@ -5,7 +5,8 @@
     vlarl-train     recipe=<name> [policy.pretrained=<sft checkpoint>] [key=value ...] | resume=<run dir | auto>
                     [--dry-run: validate, print the layout and each actor rank's memory, start nothing]
     vlarl-eval      eval.checkpoint=<run | checkpoint | policy dir> [recipe=<name>] [key=value ...]
-    vlarl-main-job  recipe=<name> job=<demo | full | mt50 | ml45 | libero_spatial | calvin_abc_d | put_on_plate | gsenv> [key=value ...] | resume=<job dir | auto>
+    vlarl-main-job  recipe=<name> job=<demo | full | mt50 | ml45 | libero_spatial | calvin_abc_d | put_on_plate | gsenv>
+                    [key=value ...] | resume=<job dir | auto>
 
 ``resume=auto`` with ``runner.name`` continues that run (or job) when its directory exists and starts it
 otherwise, so a job script can be resubmitted unchanged after a preemption.

@@ -18,8 +18,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from vlarl_envs import EnvFamily, family_of
 
+from vlarl_envs import EnvFamily, family_of
 from vlarl_trainer.data.writer import Episode, LeRobotDatasetWriter
 from vlarl_trainer.progress import progress_bar
 

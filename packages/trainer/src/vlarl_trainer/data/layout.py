@@ -150,7 +150,9 @@ def tasks_table(tasks: list[str]) -> pa.Table:
         "creator": {"library": "pyarrow", "version": pa.__version__},
         "pandas_version": "2.2.0",
     }
-    table = pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), index_column: pa.array(tasks, pa.string())})
+    table = pa.table(
+        {"task_index": pa.array(range(len(tasks)), pa.int64()), index_column: pa.array(tasks, pa.string())}
+    )
     return table.replace_schema_metadata({b"pandas": json.dumps(pandas_metadata).encode()})
 
 
@@ -161,7 +163,9 @@ def read_task_strings(table: pa.Table) -> list[str]:
     string_columns = [field.name for field in table.schema if pa.types.is_string(field.type)
                       or pa.types.is_large_string(field.type)]
     if len(string_columns) != 1:
-        raise ValueError(f"{TASKS_PATH} must hold exactly one string column (the task), got columns {table.column_names}")
+        raise ValueError(
+            f"{TASKS_PATH} must hold exactly one string column (the task), got columns {table.column_names}"
+        )
     indices = table.column("task_index").to_pylist()
     strings = table.column(string_columns[0]).to_pylist()
     if sorted(indices) != list(range(len(indices))):

@@ -67,4 +67,6 @@ def stats_to_json(stats: Mapping[str, Stats]) -> dict[str, dict[str, list]]:
 
 
 def stats_from_json(document: Mapping[str, Mapping[str, list]]) -> dict[str, Stats]:
-    return {feature: {name: np.asarray(value) for name, value in values.items()} for feature, values in document.items()}
+    return {
+        feature: {name: np.asarray(value) for name, value in values.items()} for feature, values in document.items()
+    }

@@ -67,9 +67,8 @@ def sft_checkpoint(config: VlarlConfig, job_dir: Path) -> Path:
 def rl_stage_start(config: VlarlConfig, job_dir: Path) -> VlarlConfig:
     """RL from the SFT checkpoint, always evaluated before its first step."""
     rl = stage_config(config, job_dir, "rl")
-    return dataclasses.replace(rl, dataset=None,
-                               policy=dataclasses.replace(config.policy, pretrained=str(sft_checkpoint(config, job_dir))),
-                               eval=dataclasses.replace(config.eval, at_start=True))
+    policy = dataclasses.replace(config.policy, pretrained=str(sft_checkpoint(config, job_dir)))
+    return dataclasses.replace(rl, dataset=None, policy=policy, eval=dataclasses.replace(config.eval, at_start=True))
 
 
 def collect(config: VlarlConfig, dataset: Path) -> None:

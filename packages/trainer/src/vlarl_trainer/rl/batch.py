@@ -19,7 +19,9 @@ def concat_epochs(epochs: list[dict[str, Any]]) -> dict[str, Any]:
         "dones": torch.as_tensor(np.concatenate([e["dones"] for e in epochs], axis=1), dtype=torch.float32),
         "logprobs": torch.cat([e["logprobs"] for e in epochs], dim=1),
         "values": None if first["values"] is None else torch.cat([e["values"] for e in epochs], dim=1),
-        "forward_inputs": {k: torch.cat([e["forward_inputs"][k] for e in epochs], dim=1) for k in first["forward_inputs"]},
+        "forward_inputs": {
+            k: torch.cat([e["forward_inputs"][k] for e in epochs], dim=1) for k in first["forward_inputs"]
+        },
         "tasks": [task for e in epochs for task in e["tasks"]],
         "success_once": np.concatenate([e["success_once"] for e in epochs]).astype(bool),
     }

@@ -22,7 +22,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 from vlarl_trainer.rl.stopping import Abandon
 from vlarl_trainer.rl.workers.process import STACK_SIGNAL, stack_file
 
-
 EMBEDDED_START_ATTEMPTS = 3
 """An embedded Ray node waits a fixed time for its helper processes; on a machine busy with
 other work they can miss it, and a second start usually makes it."""
@@ -150,7 +149,9 @@ class WorkerGroup:
             elif nodes is not None:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[rank], soft=False)
             self.specs.append((options, args, kwargs))
-        self.workers = [self.remote_cls.options(**options).remote(*args, **kwargs) for options, args, kwargs in self.specs]
+        self.workers = [
+            self.remote_cls.options(**options).remote(*args, **kwargs) for options, args, kwargs in self.specs
+        ]
         self.processes: list[tuple[str, int] | None] = [None] * len(self.workers)
         """Per rank: the host and pid ``identify`` learnt (None before)."""
 
@@ -201,7 +202,9 @@ class WorkerGroup:
             if process is None:
                 parts.append(f"{title}: not started")
             elif rank not in signalled:
-                parts.append(f"{title} (pid {process[1]} on {process[0]}): `py-spy dump --pid {process[1]}` on its host")
+                parts.append(
+                    f"{title} (pid {process[1]} on {process[0]}): `py-spy dump --pid {process[1]}` on its host"
+                )
             else:
                 with open(stack_file(process[1])) as dump:
                     parts.append(f"{title} (pid {process[1]}):\n{dump.read().rstrip() or '(no answer)'}")

@@ -17,10 +17,11 @@ import numpy as np
 import ray
 import torch
 
-from vlarl_trainer.rl import checkpoint as checkpoints
-from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.config import VlarlConfig, config_from_yaml, to_dict, to_yaml
 from vlarl_trainer.metrics import MetricLogger, truncate_metrics
+from vlarl_trainer.progress import write
+from vlarl_trainer.rl import checkpoint as checkpoints
+from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, start_ray
 from vlarl_trainer.rl.evaluation import (
     add_calvin_chains,
@@ -34,11 +35,9 @@ from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
 from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
 from vlarl_trainer.rl.validation import Layout, sampling_overrides, validate, validate_evaluation_env
-from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
-from vlarl_trainer.progress import write
+from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.run_dirs import new_run_dir
-
 
 
 def rl_run_dir(config: VlarlConfig) -> Path:
@@ -52,7 +51,9 @@ def resumed_config(resume: str, overrides: list[str]) -> VlarlConfig:
     run_dir = Path(resume)
     if not (run_dir / "config.yaml").exists():
         raise ValueError(f"resume={resume}: expected a run directory with config.yaml, found none")
-    config = config_from_yaml(run_dir / "config.yaml", [o for o in overrides if not o.startswith(("resume=", "recipe="))])
+    config = config_from_yaml(
+        run_dir / "config.yaml", [o for o in overrides if not o.startswith(("resume=", "recipe="))]
+    )
     config.resume = str(run_dir)
     return config
 
@@ -162,7 +163,8 @@ class Trainer:
                                       self.eval_layout.envs_per_stage, config.cluster.max_env_restarts)
         world = layout.actor_workers
         samples = config.env.num_envs * config.rollout.rollout_epoch * layout.chunk_steps
-        optimizer_steps = config.runner.max_steps * config.actor.update_epoch * max(1, samples // config.actor.global_batch_size)
+        optimizer_steps = (config.runner.max_steps * config.actor.update_epoch
+                           * max(1, samples // config.actor.global_batch_size))
         actor_args = [((rank, world, None, None, policy_path, config.actor, config.algorithm,
                         optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
         self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles, self.deadline,
@@ -276,7 +278,8 @@ class Trainer:
                 epoch_start = time.perf_counter()
                 options = training_options(config, step, epoch)
                 seed = int(np.random.default_rng([config.runner.seed, step, epoch]).integers(2**31))
-                video = self.video_dir / f"train_step_{step + 1}.mp4" if epoch == 0 and self.records_video(step) else None
+                video = (self.video_dir / f"train_step_{step + 1}.mp4"
+                         if epoch == 0 and self.records_video(step) else None)
                 epochs.append(run_episodes(self.shards, options, layout.chunk_steps, config.rollout.deterministic, seed,
                                            video_path=None if video is None else str(video),
                                            video_info=config.runner.video_info))
@@ -406,7 +409,8 @@ def training_options(config: VlarlConfig, step: int, epoch: int) -> list[dict[st
     ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
     tasks = env_tasks(config)
     units, deal = num_envs // group, step * config.rollout.rollout_epoch + epoch
-    return [{"episode_id": int(episode_id), "split": "train", "task": tasks[(index // group + deal * units) % len(tasks)]}
+    return [{"episode_id": int(episode_id), "split": "train",
+             "task": tasks[(index // group + deal * units) % len(tasks)]}
             for index, episode_id in enumerate(ids)]
 
 

@@ -45,7 +45,7 @@ class Layout:
 
 def check_env(config: VlarlConfig) -> gym.Env:
     """The env of the config, built once (cheap: simulators build on first reset)."""
-    import vlarl_envs  # noqa: F401  (registers the ids)
+    import vlarl_envs  # registers the ids
 
     env_id = config.env.id
     registered = sorted(i for i in gym.registry if i.startswith("vlarl/"))
@@ -148,7 +148,8 @@ def check_training(config: VlarlConfig) -> None:
     """The settings only training reads: algorithm, actor and thread counts that evaluation never uses."""
     algorithm, actor = config.algorithm, config.actor
     require(algorithm.name in ALGORITHMS, f"algorithm.name must be one of {ALGORITHMS}, got {algorithm.name!r}")
-    require(actor.lr_schedule in LR_SCHEDULES, f"actor.lr_schedule must be one of {LR_SCHEDULES}, got {actor.lr_schedule!r}")
+    require(actor.lr_schedule in LR_SCHEDULES,
+            f"actor.lr_schedule must be one of {LR_SCHEDULES}, got {actor.lr_schedule!r}")
     require(algorithm.reward_scale > 0, f"algorithm.reward_scale must be > 0, got {algorithm.reward_scale}")
     require(
         not algorithm.normalize_per_task or (algorithm.name == "ppo" and algorithm.normalize_advantages),
@@ -191,7 +192,8 @@ def check_cluster_limits(config: VlarlConfig) -> None:
     cluster = config.cluster
     require(cluster.start_timeout > 0, f"cluster.start_timeout must be > 0 seconds, got {cluster.start_timeout}")
     require(cluster.call_timeout is None or cluster.call_timeout > 0,
-            f"cluster.call_timeout must be > 0 seconds or null (derived from measured times), got {cluster.call_timeout}")
+            f"cluster.call_timeout must be > 0 seconds or null (derived from measured times), "
+            f"got {cluster.call_timeout}")
     require(cluster.max_env_restarts >= 0, f"cluster.max_env_restarts must be >= 0, got {cluster.max_env_restarts}")
     keep_last = config.runner.keep_last
     require(keep_last == 0 or keep_last >= 2,
@@ -236,7 +238,8 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
     chunk_steps = env.max_steps // env.action_chunk
     if training:
         if algorithm.name == "grpo":
-            require(algorithm.group_size >= 2, f"algorithm.group_size must be >= 2 for GRPO, got {algorithm.group_size}")
+            require(algorithm.group_size >= 2,
+                    f"algorithm.group_size must be >= 2 for GRPO, got {algorithm.group_size}")
             require(
                 env.num_envs % algorithm.group_size == 0,
                 f"env.num_envs ({env.num_envs}) must be a multiple of algorithm.group_size ({algorithm.group_size})",
@@ -277,7 +280,9 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
     try:
         eval_layout = validate(scored, training=False)
     except ValueError as error:
-        raise ValueError(f"the evaluation env ({scored.env.id}, eval.num_envs={scored.env.num_envs}): {error}") from None
+        raise ValueError(
+            f"the evaluation env ({scored.env.id}, eval.num_envs={scored.env.num_envs}): {error}"
+        ) from None
     require(
         (eval_layout.action_dim, eval_layout.state_dim) == (layout.action_dim, layout.state_dim),
         f"eval.env_id {scored.env.id} has action_dim={eval_layout.action_dim}, state_dim={eval_layout.state_dim}; "

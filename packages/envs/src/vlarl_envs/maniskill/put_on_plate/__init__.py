@@ -6,7 +6,13 @@ tables, lights, camera poses and image overlays, ``overlay`` the blending of ove
 images (torch), ``task`` the ManiSkill task (it imports ManiSkill; the other modules do not).
 """
 
-from vlarl_envs.maniskill.put_on_plate.episodes import SPLIT_SIZES, VARIATIONS, PutOnPlateEpisode, make_episode, split_episodes
+from vlarl_envs.maniskill.put_on_plate.episodes import (
+    SPLIT_SIZES,
+    VARIATIONS,
+    PutOnPlateEpisode,
+    make_episode,
+    split_episodes,
+)
 from vlarl_envs.maniskill.put_on_plate.instructions import PUT_ON_PLATE_INSTRUCTIONS
 from vlarl_envs.maniskill.put_on_plate.objects import ALL_OBJECTS, TRAIN_OBJECTS, UNSEEN_OBJECTS
 from vlarl_envs.maniskill.put_on_plate.receptacles import ALL_RECEPTACLES, TRAIN_RECEPTACLE, UNSEEN_RECEPTACLES

@@ -51,7 +51,13 @@ from vlarl_envs.maniskill.put_on_plate.appearance import (
     unseen_lighting,
 )
 from vlarl_envs.maniskill.put_on_plate.instructions import PUT_ON_PLATE_INSTRUCTIONS, instruction_task
-from vlarl_envs.maniskill.put_on_plate.objects import OBJECTS_BY_NAME, TRAIN_OBJECTS, UNSEEN_OBJECTS, ObjectSpec, shape_of
+from vlarl_envs.maniskill.put_on_plate.objects import (
+    OBJECTS_BY_NAME,
+    TRAIN_OBJECTS,
+    UNSEEN_OBJECTS,
+    ObjectSpec,
+    shape_of,
+)
 from vlarl_envs.maniskill.put_on_plate.receptacles import (
     ALL_RECEPTACLES,
     RECEPTACLES_BY_NAME,
@@ -286,9 +292,8 @@ def _layout(
             for index, spec in enumerate(specs):
                 reach = max(spec.footprint, FINGER_REACH) if index == 0 else spec.footprint
                 outside = index == 0 and target_outside
-                centre = _free_spot(
-                    rng, circles, reach, lambda: _outside_point(rng) if outside else _uniform_in(rng, TRAIN_REGION)
-                )
+                draw = (lambda: _outside_point(rng)) if outside else (lambda: _uniform_in(rng, TRAIN_REGION))
+                centre = _free_spot(rng, circles, reach, draw)
                 if centre is None:
                     break
                 circles.append((centre, reach))

@@ -263,7 +263,8 @@ class PutOnPlateTask(BaseEnv):
         """Put each episode's objects on the table and park the rest; remember the target."""
         count = len(episodes)
         poses = {
-            index: np.tile([*self._parking_spot(index), 1.0, 0.0, 0.0, 0.0], (count, 1)) for index in range(len(ALL_OBJECTS))
+            index: np.tile([*self._parking_spot(index), 1.0, 0.0, 0.0, 0.0], (count, 1))
+            for index in range(len(ALL_OBJECTS))
         }
         for row, episode in enumerate(episodes):
             for placement in episode.placements:
@@ -285,7 +286,8 @@ class PutOnPlateTask(BaseEnv):
             if move is not None:
                 self._move_pose[env] = torch.tensor(_table_pose(spec, move.x, move.y, move.yaw))
         entities = [self.objects[index]._objs[env] for env, index in enumerate(self._target_index.tolist())]
-        self.target = Actor.create_from_entities(entities, self.scene, torch.arange(self.num_envs), shared_name="target")
+        self.target = Actor.create_from_entities(entities, self.scene, torch.arange(self.num_envs),
+                                                 shared_name="target")
 
     def _apply_lighting(self, env_idx_list: list[int], episodes: list[PutOnPlateEpisode]) -> None:
         if not self.scene.can_render():

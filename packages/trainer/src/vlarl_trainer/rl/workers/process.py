@@ -32,7 +32,7 @@ class WorkerProcess:
 
     def enable_stack_dumps(self) -> None:
         """From now on ``STACK_SIGNAL`` writes this process's stacks to ``stack_file(pid)``."""
-        self._stack_output = open(stack_file(os.getpid()), "w")  # noqa: SIM115  (faulthandler keeps it open)
+        self._stack_output = open(stack_file(os.getpid()), "w")  # no with block: faulthandler keeps it open
         faulthandler.register(STACK_SIGNAL, file=self._stack_output, all_threads=True)
 
     def where(self) -> tuple[str, int]:
