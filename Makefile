@@ -9,7 +9,7 @@ export RAY_ENABLE_UV_RUN_RUNTIME_ENV ?= 0
 UV ?= uv
 PYTEST_ARGS ?=
 
-.PHONY: setup uv system-deps sync calvin lint test test-fast demo demo-experts bench lock
+.PHONY: setup uv system-deps sync calvin lint test test-fast test-learning demo demo-experts bench lock
 
 setup: uv system-deps sync calvin
 
@@ -35,13 +35,20 @@ lock:
 lint:
 	$(UV) run --locked ruff check .
 
-# Every test but the GPU ones; simulator tests included.
+# Every test but the GPU and learning ones, simulator tests included, in TEST_WORKERS processes (pytest-xdist;
+# the tests that start Ray, marked xdist_group("ray"), run one after another in one of them); the 25
+# slowest are listed at the end. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 test:
-	$(UV) run --locked pytest -m "not gpu" $(PYTEST_ARGS)
+	$(UV) run --locked pytest -m "not gpu and not learning" -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 # The quick loop while developing: no slow and no simulator tests.
 test-fast:
-	$(UV) run --locked pytest -m "not gpu and not slow and not sim" $(PYTEST_ARGS)
+	$(UV) run --locked pytest -m "not gpu and not slow and not sim and not learning" $(PYTEST_ARGS)
+
+# The tests that measure learning over minutes (SFT to held-out success), each printing its figures.
+test-learning:
+	$(UV) run --locked pytest -m learning -rP $(PYTEST_ARGS)
 
 # The main job at demo size on four MetaWorld tasks: demonstrations, SFT, then RL, with held-out success
 # before and after, a learning curve, TensorBoard logs and videos under demo_output/ (about 12 min on

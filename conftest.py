@@ -5,7 +5,13 @@ Simulator tests import their simulator through ``vlarl_envs.testing.require_simu
 which turns a missing simulator into an error when ``VLARL_REQUIRE_SIMS=1`` (CI).
 """
 
+import os
+
 import pytest
+
+# Ray reads this once, on its import, which a test module may do before it imports vlarl_trainer (which
+# sets it too): under `uv run`, Ray's workers must start in this interpreter, not through uv's hook.
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
 def _cuda_available() -> bool:

@@ -6,11 +6,11 @@ import importlib
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("envs", "policies", "algos", "trainer")
@@ -72,7 +72,9 @@ def test_each_package_declares_the_metadata_pip_shows(package):
     assert (root / meta["readme"]).is_file() and meta["authors"] and meta["keywords"]
     assert {"Homepage", "Documentation", "Repository", "Issues", "Changelog"} <= set(meta["urls"])
     assert meta["urls"]["Changelog"].endswith(f"packages/{package}/CHANGELOG.md")
-    versions = {c.rsplit(" ", 1)[-1] for c in meta["classifiers"] if c.startswith("Programming Language :: Python :: 3.")}
+    versions = {
+        c.rsplit(" ", 1)[-1] for c in meta["classifiers"] if c.startswith("Programming Language :: Python :: 3.")
+    }
     assert versions == {"3.10", "3.11", "3.12"} and meta["requires-python"] == ">=3.10,<3.13"
 
 
@@ -106,7 +108,8 @@ def test_envs_installs_alone_and_gym_make_works(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([uv(), "pip", "install", "--quiet", "--python", str(python), f"{ROOT / 'packages' / 'envs'}[metaworld]"],
+    subprocess.run([uv(), "pip", "install", "--quiet", "--python", str(python),
+                    f"{ROOT / 'packages' / 'envs'}[metaworld]"],
                    check=True, capture_output=True)
     code = (
         "import gymnasium as gym, importlib.util\n"

@@ -25,7 +25,8 @@ def _load_learner():
 
 _learner = _load_learner()
 ActorCritic, PPOConfig, _collect, _Rollout, _update, train_ppo = (
-    _learner.ActorCritic, _learner.PPOConfig, _learner._collect, _learner._Rollout, _learner._update, _learner.train_ppo)
+    _learner.ActorCritic, _learner.PPOConfig, _learner._collect, _learner._Rollout, _learner._update,
+    _learner.train_ppo)
 
 SAME_STEP = gym.vector.AutoresetMode.SAME_STEP
 

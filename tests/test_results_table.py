@@ -86,7 +86,8 @@ def test_a_job_still_running_reads_its_job_json_and_shows_the_steps_it_lacks(tmp
 def test_a_job_json_of_the_config_tree_reads_its_seed_and_steps_from_the_tree(tmp_path):
     folder = tmp_path / "tree-seed1"
     (folder / "rl").mkdir(parents=True)
-    job = {"config": {"runner": {"seed": 1, "max_steps": 4}}, "overrides": [], "seconds": {"collect": 30.0, "sft": 150.0}}
+    job = {"config": {"runner": {"seed": 1, "max_steps": 4}}, "overrides": [],
+           "seconds": {"collect": 30.0, "sft": 150.0}}
     (folder / "job.json").write_text(json.dumps(job))
     lines = [evaluation(0, {"door-open-v3": 0.0, "reach-v3": 0.0}), *training_steps(1, 4),
              evaluation(4, {"door-open-v3": 0.5, "reach-v3": 0.0})]

@@ -9,7 +9,8 @@ import vlarl_algos
 def test_importing_the_package_pulls_in_no_env_library():
     code = (
         "import sys, vlarl_algos; "
-        "loaded = [m for m in ('gymnasium', 'ray', 'transformers', 'vlarl_envs', 'vlarl_policies') if m in sys.modules]; "
+        "loaded = [m for m in ('gymnasium', 'ray', 'transformers', 'vlarl_envs', 'vlarl_policies') "
+        "if m in sys.modules]; "
         "print(','.join(loaded))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

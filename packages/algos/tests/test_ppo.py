@@ -102,7 +102,9 @@ def test_padding_under_the_mask_never_changes_the_value_and_entropy_losses(n, pa
     values[n:], returns[n:] = float("nan"), float("inf")
     mask = torch.arange(n + pad) < n
     v_loss, v_metrics = value_loss(values, old_values, returns, loss_mask=mask, clip_range=clip, loss_type=loss_type)
-    v_expected, v_expected_metrics = value_loss(values[:n], old_values[:n], returns[:n], clip_range=clip, loss_type=loss_type)
+    v_expected, v_expected_metrics = value_loss(
+        values[:n], old_values[:n], returns[:n], clip_range=clip, loss_type=loss_type
+    )
     torch.testing.assert_close(v_loss, v_expected)
     torch.testing.assert_close(v_metrics, v_expected_metrics)
     entropy = entropy.reshape(n + pad, 1, 1)

@@ -5,8 +5,8 @@ the step index.
 """
 
 import gymnasium as gym
-import pytest
 import numpy as np
+import pytest
 
 from vlarl_envs.contract import observation_space, validate_action
 

@@ -17,16 +17,16 @@ from vlarl_envs.testing import assert_episode_ids_replay, require_simulator
 
 require_simulator("calvin_env")
 
-from vlarl_envs import family_of  # noqa: E402  (registers the ids once the simulator is known to exist)
-from vlarl_envs.calvin import TASK_NAMES, calvin_env_id, play_chain  # noqa: E402
-from vlarl_envs.calvin.assets import (  # noqa: E402
+from vlarl_envs import family_of
+from vlarl_envs.calvin import TASK_NAMES, calvin_env_id, play_chain
+from vlarl_envs.calvin.assets import (
     TRAINING_ANNOTATIONS,
     VALIDATION_ANNOTATIONS,
     annotations_dir,
     task_oracle_config,
 )
-from vlarl_envs.calvin.chains import evaluation_chains  # noqa: E402
-from vlarl_envs.calvin.simulator import by_name, joint_limits  # noqa: E402
+from vlarl_envs.calvin.chains import evaluation_chains
+from vlarl_envs.calvin.simulator import by_name, joint_limits
 
 pytestmark = pytest.mark.sim
 
@@ -92,7 +92,9 @@ def test_episode_ids_replay_and_choose_scene_task_and_instruction():
     env = gym.make(ABC, image_size=32)
     held_out = assert_episode_ids_replay(env)
     assert held_out["task_description"] == env.unwrapped.instructions.canonical(env.unwrapped.task)
-    scenes = {env.reset(options={"episode_id": episode_id, "task": "open_drawer"})[1]["scene"] for episode_id in range(16)}
+    scenes = {
+        env.reset(options={"episode_id": episode_id, "task": "open_drawer"})[1]["scene"] for episode_id in range(16)
+    }
     assert scenes == {"A", "B", "C"}
     _, info = env.reset(options={"episode_id": 37, "split": "test"})
     assert info["task"] == TASK_NAMES[37 % 34] and info["split"] == "test"

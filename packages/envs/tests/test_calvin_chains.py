@@ -31,7 +31,8 @@ def condition(led, lightbulb, slider, drawer, red, blue, pink):
 
 CALVIN_FIRST_CHAINS = [
     (condition(1, 1, "left", "open", "slider_left", "table", "slider_right"),
-     ("rotate_blue_block_right", "move_slider_right", "lift_red_block_slider", "place_in_slider", "turn_off_lightbulb")),
+     ("rotate_blue_block_right", "move_slider_right", "lift_red_block_slider", "place_in_slider",
+      "turn_off_lightbulb")),
     (condition(1, 1, "right", "open", "slider_right", "table", "slider_left"),
      ("turn_off_led", "push_into_drawer", "lift_blue_block_drawer", "place_in_slider", "close_drawer")),
     (condition(0, 1, "right", "closed", "table", "slider_right", "slider_left"),
@@ -60,7 +61,9 @@ def test_every_task_has_start_states_that_allow_it():
     for name in TASK_NAMES:
         states = start_states(name)
         assert states and all(CALVIN_TASKS[name].next_states(state) for state in states), name
-    assert all(state["red_block"] == "drawer" and state["drawer"] == "open" for state in start_states("lift_red_block_drawer"))
+    assert all(
+        state["red_block"] == "drawer" and state["drawer"] == "open" for state in start_states("lift_red_block_drawer")
+    )
     assert all(state["grasped"] == 1 for state in start_states("stack_block"))
     assert all("stacked_top" in state.values() for state in start_states("unstack_block"))
     assert all(state in initial_conditions() for state in start_states("open_drawer"))
@@ -98,7 +101,9 @@ def test_summarize_gives_success_in_a_row_and_average_length():
     summary = summarize([0, 1, 5, 2, 5])
     assert summary == pytest.approx({"success_1": 0.8, "success_2": 0.6, "success_3": 0.4, "success_4": 0.4,
                                      "success_5": 0.4, "average_length": 2.6})
-    assert format_summary(summary) == "1/5: 80.0% | 2/5: 60.0% | 3/5: 40.0% | 4/5: 40.0% | 5/5: 40.0% || average length 2.60"
+    assert format_summary(summary) == (
+        "1/5: 80.0% | 2/5: 60.0% | 3/5: 40.0% | 4/5: 40.0% | 5/5: 40.0% || average length 2.60"
+    )
     lengths = np.random.default_rng(0).integers(0, 6, 200)
     summary = summarize(lengths)
     assert summary["average_length"] == pytest.approx(sum(summary[f"success_{k}"] for k in range(1, 6)))

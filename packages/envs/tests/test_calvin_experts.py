@@ -13,12 +13,12 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("calvin_env")
 
-from vlarl_envs import family_of  # noqa: E402  (registers the ids once the simulator is known to exist)
-from vlarl_envs.expert_success import play_expert, success_table  # noqa: E402
-from vlarl_envs.calvin import TASK_NAMES, calvin_env_id  # noqa: E402
-from vlarl_envs.calvin.experts import EXPERT_TASKS, euler_of, hand_down, rotation_of  # noqa: E402
-from vlarl_envs.calvin.privileged import PRIVILEGED_STATE_DIM, read_privileged_state  # noqa: E402
-from vlarl_envs.calvin.simulator import aabb, by_name  # noqa: E402
+from vlarl_envs import family_of
+from vlarl_envs.calvin import TASK_NAMES, calvin_env_id
+from vlarl_envs.calvin.experts import EXPERT_TASKS, euler_of, hand_down, rotation_of
+from vlarl_envs.calvin.privileged import PRIVILEGED_STATE_DIM, read_privileged_state
+from vlarl_envs.calvin.simulator import aabb, by_name
+from vlarl_envs.expert_success import play_expert, success_table
 
 pytestmark = pytest.mark.sim
 

@@ -21,7 +21,9 @@ def test_every_registered_id_has_exactly_one_family():
     for env_id in vlarl_ids():
         owners = [family.name for family in vlarl_envs.FAMILIES.values() if family.owns(env_id)]
         assert len(owners) == 1, (env_id, owners)
-    assert {family.name for family in vlarl_envs.FAMILIES.values()} == {"MetaWorld", "ManiSkill", "GSEnv", "LIBERO", "CALVIN"}
+    assert {family.name for family in vlarl_envs.FAMILIES.values()} == {
+        "MetaWorld", "ManiSkill", "GSEnv", "LIBERO", "CALVIN"
+    }
     assert family_of("vlarl_envs:vlarl/GSEnv-PutCubeOnPlate-v0").name == "GSEnv"
 
 
@@ -29,7 +31,8 @@ def test_a_family_answers_without_importing_a_simulator():
     code = ("import sys; from vlarl_envs import family_of; "
             "f = family_of('vlarl/ManiSkill-PutOnPlate-v0'); "
             "print(f.tasks('vlarl/ManiSkill-PutOnPlate-v0'), f.splits('vlarl/ManiSkill-PutOnPlate-v0'), "
-            "f.group('PutOnPlate', 'execution', 5), family_of('vlarl/MetaWorld-reach-v3').splits('vlarl/MetaWorld-reach-v3')); "
+            "f.group('PutOnPlate', 'execution', 5), "
+            "family_of('vlarl/MetaWorld-reach-v3').splits('vlarl/MetaWorld-reach-v3')); "
             "print([m for m in ('mani_skill', 'sapien', 'metaworld', 'mujoco', 'torch') if m in sys.modules])")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.splitlines() == [
@@ -59,7 +62,8 @@ def test_tasks_splits_and_experts_per_id():
     with pytest.raises(ValueError, match="no scripted expert for ManiSkill task 'PushT'"):
         maniskill.make_expert("PushT")
     gsenv = family_of("vlarl/GSEnv-PutCubeOnPlate-v0")
-    assert gsenv.tasks("vlarl/GSEnv-PutCubeOnPlate-v0") == ("PutCubeOnPlate",) and gsenv.splits("") == ("train", "test", "robustness")
+    assert (gsenv.tasks("vlarl/GSEnv-PutCubeOnPlate-v0") == ("PutCubeOnPlate",)
+            and gsenv.splits("") == ("train", "test", "robustness"))
     assert gsenv.group("PutCubeOnPlate", "robustness", 3 + 2) == "background"
     assert callable(gsenv.make_expert("PutCubeOnPlate"))
     sentence = gsenv.instructions("vlarl/GSEnv-PutCubeOnPlate-v0").canonical("PutCubeOnPlate")

@@ -16,12 +16,11 @@ from vlarl_envs.testing import assert_episode_ids_replay, require_simulator
 
 require_simulator("mani_skill")
 
-import vlarl_envs  # noqa: E402  (registers the ids once the simulator is known to exist)
-from vlarl_envs.gsenv import GSENV_ID  # noqa: E402
-from vlarl_envs.gsenv.env import INSTRUCTION  # noqa: E402
-from vlarl_envs.gsenv.expert import pick_and_place_action  # noqa: E402
-from vlarl_envs.gsenv.robustness import VARIATIONS, sample_look  # noqa: E402
-from vlarl_envs.stack import wrap_contract  # noqa: E402
+from vlarl_envs.gsenv import GSENV_ID
+from vlarl_envs.gsenv.env import INSTRUCTION
+from vlarl_envs.gsenv.expert import pick_and_place_action
+from vlarl_envs.gsenv.robustness import VARIATIONS, sample_look
+from vlarl_envs.stack import wrap_contract
 
 pytestmark = pytest.mark.sim
 SMALL = (72, 96)

@@ -11,19 +11,21 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("mani_skill")
 
-import torch  # noqa: E402
+import torch
 
-from vlarl_envs.gsenv.assets import main as build_assets_main  # noqa: E402
-from vlarl_envs.gsenv.bodies import BodyTracker, splat_scene, visual_links  # noqa: E402
-from vlarl_envs.gsenv.capture import LINK_SUFFIX, MANIFEST, load_capture  # noqa: E402
-from vlarl_envs.gsenv.simulator import build_task  # noqa: E402
-from vlarl_envs.gsenv.task import CAMERA_NAME  # noqa: E402
-from vlarl_envs.splats.backends import TorchRasterizer  # noqa: E402
-from vlarl_envs.splats.camera import PinholeCamera  # noqa: E402
-from vlarl_envs.splats.scene import SceneRenderer  # noqa: E402
+from vlarl_envs.gsenv.assets import main as build_assets_main
+from vlarl_envs.gsenv.bodies import BodyTracker, splat_scene, visual_links
+from vlarl_envs.gsenv.capture import LINK_SUFFIX, MANIFEST, load_capture
+from vlarl_envs.gsenv.simulator import build_task
+from vlarl_envs.gsenv.task import CAMERA_NAME
+from vlarl_envs.splats.backends import TorchRasterizer
+from vlarl_envs.splats.camera import PinholeCamera
+from vlarl_envs.splats.scene import SceneRenderer
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
-SMALL_BUILD = ["--robot-gaussians", "3000", "--cube-gaussians", "300", "--plate-gaussians", "400", "--table-gaussians", "3000"]
+SMALL_BUILD = [
+    "--robot-gaussians", "3000", "--cube-gaussians", "300", "--plate-gaussians", "400", "--table-gaussians", "3000"
+]
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("plyfile")
 
-from vlarl_envs.gsenv.assets import BuildSettings, cache_root, default_asset_dir  # noqa: E402
-from vlarl_envs.gsenv.capture import (  # noqa: E402
+from vlarl_envs.gsenv.assets import BuildSettings, cache_root, default_asset_dir
+from vlarl_envs.gsenv.capture import (
     MANIFEST,
     PUBLISHED_CAPTURE,
     CaptureSettings,
@@ -17,7 +17,7 @@ from vlarl_envs.gsenv.capture import (  # noqa: E402
     load_capture,
     write_capture,
 )
-from vlarl_envs.splats.gaussians import Gaussians  # noqa: E402
+from vlarl_envs.splats.gaussians import Gaussians
 
 
 def blob(count: int, centre=(0.0, 0.0, 0.0), seed: int = 0) -> Gaussians:
@@ -31,7 +31,11 @@ def blob(count: int, centre=(0.0, 0.0, 0.0), seed: int = 0) -> Gaussians:
     )
 
 
-def write_small_capture(root, settings=CaptureSettings(reference_qpos=(0.0,) * 9, object_origins={"cube": (0, 0, 0)})):
+ZERO_POSE_SETTINGS = CaptureSettings(reference_qpos=(0.0,) * 9, object_origins={"cube": (0, 0, 0)})
+"""The robot at its zero pose and the cube's origin at the world's origin."""
+
+
+def write_small_capture(root, settings=ZERO_POSE_SETTINGS):
     write_capture(
         root,
         "fr3",
@@ -74,7 +78,8 @@ def test_incomplete_captures_name_what_is_missing(tmp_path):
     write_small_capture(tmp_path)
     (tmp_path / "object/table/table_abs.ply").unlink()
     (tmp_path / "background/background_image/background.png").unlink()
-    with pytest.raises(FileNotFoundError, match=r"missing \['object/table/table_abs.ply', 'background/background_image"):
+    with pytest.raises(FileNotFoundError,
+                       match=r"missing \['object/table/table_abs.ply', 'background/background_image"):
         load_capture(tmp_path)
     (tmp_path / "robot/panda/parts").mkdir(parents=True)
     with pytest.raises(ValueError, match=r"found \['fr3', 'panda'\]"):
@@ -188,7 +193,8 @@ def test_the_capture_command_moves_a_ply_into_the_world(tmp_path, base, capsys):
 
     ply = write_inria_ply(tmp_path / "scene.ply")
     output = tmp_path / "captures" / "kitchen"
-    capture_main(ply, "--table-pose", 0.3, 0.0, -0.02, *QUARTER_TURN, "--scale", 0.5, "--base", base, "--output", output)
+    capture_main(ply, "--table-pose", 0.3, 0.0, -0.02, *QUARTER_TURN, "--scale", 0.5, "--base", base,
+                 "--output", output)  # fmt: skip
     assert f"wrote capture: {output}" in capsys.readouterr().out
     capture, source = load_capture(output), read_ply(ply)
     turn = torch.tensor([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
@@ -197,7 +203,8 @@ def test_the_capture_command_moves_a_ply_into_the_world(tmp_path, base, capsys):
     torch.testing.assert_close(capture.table.scales, source.scales * 0.5)
     assert capture.table.sh_degree == 3
     directions = torch.randn(len(source), 3)
-    torch.testing.assert_close(sh_to_rgb(capture.table.sh, directions @ turn.T), sh_to_rgb(source.sh, directions), atol=1e-4, rtol=0)
+    torch.testing.assert_close(sh_to_rgb(capture.table.sh, directions @ turn.T), sh_to_rgb(source.sh, directions),
+                               atol=1e-4, rtol=0)  # fmt: skip
     # the robot, the objects and the backdrop are the base's, byte for byte
     for path in ("robot/fr3/parts/fr3_hand_3dgs_abs.ply", "object/cube/object_3dgs_abs.ply",
                  "background/background_image/background.png"):  # fmt: skip
@@ -213,16 +220,19 @@ def test_pose_files_and_inverse_poses_give_the_same_capture(tmp_path, base):
 
     matrix = [[0.0, -1.0, 0.0, 0.3], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, -0.02], [0.0, 0.0, 0.0, 1.0]]
     (tmp_path / "pose.json").write_text(json.dumps({"matrix": matrix}))
-    (tmp_path / "pose.yaml").write_text("position: [0.3, 0.0, -0.02]\nquaternion: [0.7071067811865476, 0, 0, 0.7071067811865476]\n")
+    (tmp_path / "pose.yaml").write_text("position: [0.3, 0.0, -0.02]\n"
+                                        "quaternion: [0.7071067811865476, 0, 0, 0.7071067811865476]\n")  # fmt: skip
     numbers = parse_pose([str(v) for row in matrix for v in row])
     np.testing.assert_allclose(parse_pose([str(tmp_path / "pose.json")]), numbers, atol=1e-9)
     np.testing.assert_allclose(parse_pose([str(tmp_path / "pose.yaml")]), numbers, atol=1e-9)
     np.testing.assert_allclose(parse_pose([str(v) for v in (0.3, 0, -0.02, *QUARTER_TURN)]), numbers, atol=1e-9)
-    np.testing.assert_allclose(parse_pose([str(v) for row in np.linalg.inv(matrix) for v in row], inverse=True), numbers, atol=1e-9)
+    np.testing.assert_allclose(parse_pose([str(v) for row in np.linalg.inv(matrix) for v in row], inverse=True),
+                               numbers, atol=1e-9)  # fmt: skip
     similarity = np.array(matrix) @ np.diag([2.0, 2.0, 2.0, 1.0])
     np.testing.assert_allclose(parse_pose([str(v) for row in matrix for v in row], scale=2.0), similarity, atol=1e-9)
     base_in_ply = [str(v) for row in np.linalg.inv(matrix) for v in row]  # in PLY units: scale after inverting
-    np.testing.assert_allclose(parse_pose(base_in_ply, scale=2.0, inverse=True), np.diag([2.0, 2.0, 2.0, 1.0]) @ matrix, atol=1e-9)
+    np.testing.assert_allclose(parse_pose(base_in_ply, scale=2.0, inverse=True), np.diag([2.0, 2.0, 2.0, 1.0]) @ matrix,
+                               atol=1e-9)  # fmt: skip
 
     ply = write_inria_ply(tmp_path / "scene.ply")
     capture_main(ply, "--table-pose", tmp_path / "pose.yaml", "--base", base, "--output", tmp_path / "a")
@@ -233,7 +243,8 @@ def test_pose_files_and_inverse_poses_give_the_same_capture(tmp_path, base):
                  "--backdrop", tmp_path / "room.png")  # fmt: skip
     torch.testing.assert_close(load_capture(tmp_path / "a").table.means, load_capture(tmp_path / "b").table.means)
     assert load_capture(tmp_path / "b").backdrop.shape == (12, 16, 3)
-    assert (tmp_path / "b/background/background_image/background.png").read_bytes() == (tmp_path / "room.png").read_bytes()
+    assert ((tmp_path / "b/background/background_image/background.png").read_bytes()
+            == (tmp_path / "room.png").read_bytes())  # fmt: skip
 
 
 def run_failing(capsys, *args) -> str:
@@ -248,14 +259,17 @@ def test_the_capture_command_names_what_is_wrong_and_writes_nothing(tmp_path, ba
     output = tmp_path / "out"
     pose = ["--table-pose", *[str(v) for v in (0, 0, 0, 1, 0, 0, 0)]]
 
-    error = run_failing(capsys, write_inria_ply(tmp_path / "bad.ply", drop=("opacity", "rot_3")), *pose, "--base", base, "--output", output)
-    assert "expected 3DGS vertex properties" in error and "missing ['opacity', 'rot_3']" in error and "found ['x', 'y'" in error
+    error = run_failing(capsys, write_inria_ply(tmp_path / "bad.ply", drop=("opacity", "rot_3")), *pose,
+                        "--base", base, "--output", output)  # fmt: skip
+    assert ("expected 3DGS vertex properties" in error and "missing ['opacity', 'rot_3']" in error
+            and "found ['x', 'y'" in error)  # fmt: skip
     error = run_failing(capsys, ply, "--table-pose", "1", "2", "3", "4", "5", "--base", base, "--output", output)
     assert "expected 16 numbers (a 4x4 matrix, row by row) or 7 (x y z qw qx qy qz), got 5" in error
     sheared = [1, 0.5, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
     error = run_failing(capsys, ply, "--table-pose", *sheared, "--base", base, "--output", output)
     assert "expected a rotation times one uniform scale" in error
-    error = run_failing(capsys, ply, "--table-pose", *[1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1], "--base", base, "--output", output)
+    error = run_failing(capsys, ply, "--table-pose", *[1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1],
+                        "--base", base, "--output", output)  # fmt: skip
     assert "last row to be [0, 0, 0, 1], got [0.0, 0.0, 1.0, 1.0]" in error
     (tmp_path / "pose.json").write_text(json.dumps({"matrix": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]}))
     error = run_failing(capsys, ply, "--table-pose", tmp_path / "pose.json", "--base", base, "--output", output)
@@ -268,7 +282,9 @@ def test_the_capture_command_names_what_is_wrong_and_writes_nothing(tmp_path, ba
     (base / "object/plate/object_3dgs_abs.ply").unlink()
     error = run_failing(capsys, ply, *pose, "--base", base, "--output", output)
     assert "missing ['object/plate/object_3dgs_abs.ply']" in error
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.ply", "base", "notes.txt", "pose.json", "scene.ply"], "nothing written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.ply", "base", "notes.txt", "pose.json", "scene.ply"], (
+        "nothing written"
+    )
 
 
 def test_a_capture_that_fails_half_way_leaves_nothing(tmp_path, base, monkeypatch):
@@ -280,7 +296,8 @@ def test_a_capture_that_fails_half_way_leaves_nothing(tmp_path, base, monkeypatc
     monkeypatch.setattr(ply_module, "write_ply", broken_disk)
     ply = write_inria_ply(tmp_path / "scene.ply")
     with pytest.raises(OSError, match="No space left"):
-        capture_main(ply, "--table-pose", *[0, 0, 0, 1, 0, 0, 0], "--base", base, "--output", tmp_path / "out" / "capture")
+        capture_main(ply, "--table-pose", *[0, 0, 0, 1, 0, 0, 0], "--base", base,
+                     "--output", tmp_path / "out" / "capture")  # fmt: skip
     assert list((tmp_path / "out").iterdir()) == [], "neither the capture nor its staging directory is left"
 
 
@@ -300,7 +317,8 @@ def test_the_capture_command_runs_as_a_module(tmp_path, base):
 
     ply = write_inria_ply(tmp_path / "scene.ply", count=5)
     output = tmp_path / "capture"
-    command = [sys.executable, "-m", "vlarl_envs.gsenv.capture_cli", str(ply), "--table-pose", "0", "0", "0", "1", "0", "0", "0",
+    command = [sys.executable, "-m", "vlarl_envs.gsenv.capture_cli", str(ply),
+               "--table-pose", "0", "0", "0", "1", "0", "0", "0",
                "--base", str(base), "--output", str(output)]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

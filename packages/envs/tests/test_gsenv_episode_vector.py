@@ -9,10 +9,10 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("mani_skill")
 
-import vlarl_envs  # noqa: E402  (registers the ids)
-from vlarl_envs.gsenv import GSENV_ID  # noqa: E402
-from vlarl_envs.gsenv.vector import SplatEpisodeVectorEnv  # noqa: E402
-from vlarl_envs.vector import EpisodeVectorEnv  # noqa: E402
+import vlarl_envs
+from vlarl_envs.gsenv import GSENV_ID
+from vlarl_envs.gsenv.vector import SplatEpisodeVectorEnv
+from vlarl_envs.vector import EpisodeVectorEnv
 
 pytestmark = pytest.mark.sim
 TINY = (48, 64)

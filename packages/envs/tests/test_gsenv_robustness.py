@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vlarl_envs import family_of  # noqa: E402
-from vlarl_envs.gsenv.layout import sample_layout  # noqa: E402
-from vlarl_envs.gsenv.restyle import (  # noqa: E402
+from vlarl_envs import family_of
+from vlarl_envs.gsenv.layout import sample_layout
+from vlarl_envs.gsenv.restyle import (
     LookRenderers,
     jittered_camera,
     pattern_mask,
@@ -21,7 +21,7 @@ from vlarl_envs.gsenv.restyle import (  # noqa: E402
     restyled_renderer,
     restyled_scene,
 )
-from vlarl_envs.gsenv.robustness import (  # noqa: E402
+from vlarl_envs.gsenv.robustness import (
     NOMINAL,
     PATTERNS,
     VARIATIONS,
@@ -30,11 +30,11 @@ from vlarl_envs.gsenv.robustness import (  # noqa: E402
     sample_look,
     variation,
 )
-from vlarl_envs.splats.backends import TorchRasterizer  # noqa: E402
-from vlarl_envs.splats.camera import PinholeCamera  # noqa: E402
-from vlarl_envs.splats.gaussians import Gaussians  # noqa: E402
-from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene  # noqa: E402
-from vlarl_envs.splats.sh import rgb_to_sh_dc, sh_to_rgb  # noqa: E402
+from vlarl_envs.splats.backends import TorchRasterizer
+from vlarl_envs.splats.camera import PinholeCamera
+from vlarl_envs.splats.gaussians import Gaussians
+from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene
+from vlarl_envs.splats.sh import rgb_to_sh_dc, sh_to_rgb
 
 GSENV_ID = "vlarl/GSEnv-PutCubeOnPlate-v0"
 EPISODES = range(60)
@@ -107,8 +107,11 @@ def synthetic_renderer() -> SceneRenderer:
     """A cube and a 'link' over a 40 cm table, with a grey backdrop, at 48x64."""
     table = flat_gaussians(box((0.0, 0.0, 0.0), (0.2, 0.2, 0.0)), (0.6, 0.45, 0.3))
     bodies = (
-        RigidBody("cube", flat_gaussians(box((0, 0, 0), (0.03, 0.03, 0.03)), (0.85, 0.1, 0.1), (0.01,) * 3, 0.99), torch.eye(4)),
-        RigidBody("panda_link0", flat_gaussians(box((0, 0, 0), (0.02, 0.02, 0.08)), (0.9, 0.9, 0.9), (0.01,) * 3, 0.99, sh_degree=1), torch.eye(4)),
+        RigidBody("cube", flat_gaussians(box((0, 0, 0), (0.03, 0.03, 0.03)), (0.85, 0.1, 0.1), (0.01,) * 3, 0.99),
+                  torch.eye(4)),
+        RigidBody("panda_link0",
+                  flat_gaussians(box((0, 0, 0), (0.02, 0.02, 0.08)), (0.9, 0.9, 0.9), (0.01,) * 3, 0.99, sh_degree=1),
+                  torch.eye(4)),
     )  # fmt: skip
     scene = SplatScene(bodies, background=table, backdrop=torch.full((6, 8, 3), 0.5))
     camera = PinholeCamera.look_at((0.55, -0.2, 0.4), (0.0, 0.0, 0.03), 64, 48, math.radians(50))
@@ -159,7 +162,8 @@ def test_appearance_variation_scales_colours_and_keeps_geometry(renderer):
     factor = look.colour_factor("robot")
     directions = torch.randn(len(link), 3)
     torch.testing.assert_close(
-        sh_to_rgb(recoloured(link, factor).sh, directions), sh_to_rgb(link.sh, directions) * torch.tensor(factor).float()
+        sh_to_rgb(recoloured(link, factor).sh, directions),
+        sh_to_rgb(link.sh, directions) * torch.tensor(factor).float(),
     )
 
 
@@ -180,7 +184,9 @@ def test_background_variation_changes_only_the_background(renderer):
 def test_background_patterns_use_both_colours():
     points = torch.cartesian_prod(torch.linspace(-0.3, 0.3, 40), torch.linspace(-0.3, 0.3, 40), torch.zeros(1))
     for pattern in PATTERNS:
-        style = BackgroundStyle(pattern, ((0.1, 0.1, 0.1), (0.9, 0.9, 0.9)), 0.08, 0.4, (0.2, 0.7), ((0, 0, 0), (1, 1, 1)))
+        style = BackgroundStyle(
+            pattern, ((0.1, 0.1, 0.1), (0.9, 0.9, 0.9)), 0.08, 0.4, (0.2, 0.7), ((0, 0, 0), (1, 1, 1))
+        )
         share = pattern_mask(points, style).float().mean()
         assert 0.2 < share < 0.8, (pattern, share)
     with pytest.raises(ValueError, match="unknown background pattern 'plaid'"):

@@ -17,9 +17,9 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("libero.libero.envs")
 
-from vlarl_envs import family_of  # noqa: E402  (registers the ids once the simulator is known to exist)
-from vlarl_envs.libero import INIT_STATES_PER_TASK, LIBERO_SUITES, libero_env_id, suite_tasks  # noqa: E402
-from vlarl_envs.libero.suites import perturbation_tasks  # noqa: E402
+from vlarl_envs import family_of
+from vlarl_envs.libero import INIT_STATES_PER_TASK, LIBERO_SUITES, libero_env_id, suite_tasks
+from vlarl_envs.libero.suites import perturbation_tasks
 
 pytestmark = pytest.mark.sim
 
@@ -122,7 +122,9 @@ def test_train_episodes_shift_objects_off_the_test_states():
     """A train episode starts from one of LIBERO's states with every movable object moved a little
     in x and y, and the robot and fixtures where LIBERO put them."""
     shift = 0.01
-    env = gym.make(SPATIAL, image_size=32, settle_steps=0, train_shift=shift, tasks=[family_of(SPATIAL).tasks(SPATIAL)[0]])
+    env = gym.make(
+        SPATIAL, image_size=32, settle_steps=0, train_shift=shift, tasks=[family_of(SPATIAL).tasks(SPATIAL)[0]]
+    )
     task = suite_tasks(LIBERO_SUITES["Spatial"].name)[0]
     for episode_id in range(3):
         _, info = env.reset(options={"episode_id": episode_id, "split": "train"})
@@ -159,7 +161,9 @@ def test_images_are_upright_and_rotated_as_libero_datasets():
     row, col = camera_pixel(sim, "agentview", plate, size, size)
     geom = segmentation[row, size - 1 - col, 1]
     assert sim.model.body_id2name(sim.model.geom_bodyid[geom]).startswith("plate_1")
-    np.testing.assert_array_equal(observation["main_images"], sim.render(size, size, camera_name="agentview")[::-1, ::-1])
+    np.testing.assert_array_equal(
+        observation["main_images"], sim.render(size, size, camera_name="agentview")[::-1, ::-1]
+    )
     np.testing.assert_array_equal(
         observation["wrist_images"], sim.render(size, size, camera_name="robot0_eye_in_hand")[::-1, ::-1]
     )
@@ -269,7 +273,9 @@ def body_positions(env):
     """World position of every object and fixture (the bodies bddl names ``<name>_main``)."""
     sim = env.unwrapped.simulator.sim
     names = (sim.model.body_id2name(body) for body in range(sim.model.nbody))
-    return {name: np.array(sim.data.body_xpos[sim.model.body_name2id(name)]) for name in names if name.endswith("_main")}
+    return {
+        name: np.array(sim.data.body_xpos[sim.model.body_name2id(name)]) for name in names if name.endswith("_main")
+    }
 
 
 @pytest.mark.slow

@@ -12,11 +12,11 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("libero.libero.envs")
 
-from vlarl_envs import family_of  # noqa: E402  (registers the ids once the simulator is known to exist)
-from vlarl_envs.expert_success import play_expert  # noqa: E402
-from vlarl_envs.libero import libero_env_id  # noqa: E402
-from vlarl_envs.libero.experts import downward_hand, hand_yaw, scripted_expert  # noqa: E402
-from vlarl_envs.libero.privileged import (  # noqa: E402
+from vlarl_envs import family_of
+from vlarl_envs.expert_success import play_expert
+from vlarl_envs.libero import libero_env_id
+from vlarl_envs.libero.experts import downward_hand, hand_yaw, scripted_expert
+from vlarl_envs.libero.privileged import (
     PRIVILEGED_STATE_DIM,
     quaternion_of,
     read_privileged_state,

@@ -12,9 +12,8 @@ from vlarl_envs.testing import assert_episode_ids_replay, require_simulator
 
 require_simulator("mani_skill")
 
-import vlarl_envs  # noqa: E402  (registers the ids once the simulator is known to exist)
-from vlarl_envs.maniskill import MANISKILL_INSTRUCTIONS, MANISKILL_TASKS, make_maniskill_env, pick_cube_expert  # noqa: E402
-from vlarl_envs.maniskill.experts import PICK_CUBE_LAYOUT  # noqa: E402
+from vlarl_envs.maniskill import MANISKILL_INSTRUCTIONS, MANISKILL_TASKS, make_maniskill_env, pick_cube_expert
+from vlarl_envs.maniskill.experts import PICK_CUBE_LAYOUT
 
 pytestmark = pytest.mark.sim
 

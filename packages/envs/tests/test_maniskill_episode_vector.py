@@ -10,9 +10,9 @@ from vlarl_envs.testing import require_simulator
 pytestmark = pytest.mark.sim
 require_simulator("mani_skill")
 
-import vlarl_envs  # noqa: E402, F401  (registers the ids)
-from vlarl_envs.maniskill.episode_vector import ManiSkillEpisodeVectorEnv, make_maniskill_episode_vec  # noqa: E402
-from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec  # noqa: E402
+import vlarl_envs  # noqa: F401  (registers the ids)
+from vlarl_envs.maniskill.episode_vector import ManiSkillEpisodeVectorEnv, make_maniskill_episode_vec
+from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec
 
 PUT_ON_PLATE = "vlarl/ManiSkill-PutOnPlate-v0"
 KWARGS = {"image_size": 32, "horizon": 7, "action_chunk": 3, "reward_mode": "shaped"}
@@ -29,7 +29,10 @@ def test_it_plays_what_single_envs_play_up_to_an_episode_that_ends_inside_a_chun
     one, reference = batched(), make_episode_vec(PUT_ON_PLATE, 1, **KWARGS)
     first, info = one.reset([options])
     expected, expected_info = reference.reset([options])
-    assert info[0]["episode_id"] == expected_info[0]["episode_id"] and info[0]["variation"] == expected_info[0]["variation"]
+    assert (
+        info[0]["episode_id"] == expected_info[0]["episode_id"]
+        and info[0]["variation"] == expected_info[0]["variation"]
+    )
     compare(first, expected)
     actions = np.random.default_rng(0).uniform(-1, 1, (4, 1, 3, 7)).astype(np.float32)
     for chunk in actions:

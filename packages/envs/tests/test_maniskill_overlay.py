@@ -4,8 +4,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vlarl_envs.maniskill.put_on_plate.appearance import OVERLAY_TEXTURES  # noqa: E402
-from vlarl_envs.maniskill.put_on_plate.overlay import blend_overlays, foreground_boxes, texture_bank  # noqa: E402
+from vlarl_envs.maniskill.put_on_plate.appearance import OVERLAY_TEXTURES
+from vlarl_envs.maniskill.put_on_plate.overlay import blend_overlays, foreground_boxes, texture_bank
 
 SIZE = 32
 

@@ -11,13 +11,13 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("mani_skill")
 
-import vlarl_envs  # noqa: E402, F401  (registers the ids)
-from vlarl_envs.maniskill import put_on_plate_expert  # noqa: E402
-from vlarl_envs.maniskill.experts import PUT_ON_PLATE_LAYOUT  # noqa: E402
-from vlarl_envs.maniskill.put_on_plate import make_episode  # noqa: E402
-from vlarl_envs.maniskill.put_on_plate.appearance import UNSEEN_TABLES, ImageOverlay  # noqa: E402
-from vlarl_envs.maniskill.put_on_plate.objects import OBJECTS_BY_NAME  # noqa: E402
-from vlarl_envs.maniskill.put_on_plate.receptacles import (  # noqa: E402
+import vlarl_envs  # noqa: F401  (registers the ids)
+from vlarl_envs.maniskill import put_on_plate_expert
+from vlarl_envs.maniskill.experts import PUT_ON_PLATE_LAYOUT
+from vlarl_envs.maniskill.put_on_plate import make_episode
+from vlarl_envs.maniskill.put_on_plate.appearance import UNSEEN_TABLES, ImageOverlay
+from vlarl_envs.maniskill.put_on_plate.objects import OBJECTS_BY_NAME
+from vlarl_envs.maniskill.put_on_plate.receptacles import (
     ALL_RECEPTACLES,
     RECEPTACLES_BY_NAME,
     TRAIN_RECEPTACLE,
@@ -207,7 +207,9 @@ def test_moved_object_jumps_once_mid_episode(state_env):
 
 
 def test_bad_episode_and_split_raise(state_env):
-    with pytest.raises(ValueError, match=r"vlarl/ManiSkill-PutOnPlate-v0: split 'vision' has episode ids 0\.\.209, got episode_id=210"):
+    with pytest.raises(
+        ValueError, match=r"vlarl/ManiSkill-PutOnPlate-v0: split 'vision' has episode ids 0\.\.209, got episode_id=210"
+    ):
         state_env.reset(options={"episode_id": 210, "split": "vision"})
     with pytest.raises(ValueError, match=r"unknown split 'test'.*\['train', 'vision', 'semantic', 'execution'\]"):
         state_env.reset(options={"split": "test"})

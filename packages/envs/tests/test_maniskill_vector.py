@@ -8,9 +8,9 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("mani_skill")
 
-import vlarl_envs  # noqa: E402, F401  (registers the ids)
-from vlarl_envs.maniskill import ManiSkillBatchedEnv  # noqa: E402
-from vlarl_envs.maniskill.put_on_plate import make_episode  # noqa: E402
+import vlarl_envs  # noqa: F401  (registers the ids)
+from vlarl_envs.maniskill import ManiSkillBatchedEnv
+from vlarl_envs.maniskill.put_on_plate import make_episode
 
 pytestmark = pytest.mark.sim
 
@@ -42,7 +42,7 @@ def test_batched_reset_matches_the_single_env(batched_cpu):
 def test_batched_same_step_autoreset_with_statistics(batched_cpu):
     batched_cpu.reset(seed=0, options={"episode_id": 2})
     actions = np.zeros((1, 7), np.float32)
-    for step in range(3):
+    for _ in range(3):
         obs, rewards, terminated, truncated, info = batched_cpu.step(actions)
         assert rewards.dtype.is_floating_point and tuple(rewards.shape) == (1,)
     assert truncated.tolist() == [True] and terminated.tolist() == [False]
@@ -86,17 +86,21 @@ def test_batched_shaped_and_progress_rewards_pay_the_rise_of_the_dense_reward():
 
 
 def test_batched_action_chunks_and_bad_actions():
-    env = ManiSkillBatchedEnv(
-        "PickCube", PICK_CUBE, 1, obs_mode="state", horizon=3, action_chunk=2, reward_mode="dense", sim_backend="physx_cpu"
-    )
+    env = ManiSkillBatchedEnv("PickCube", PICK_CUBE, 1, obs_mode="state", horizon=3, action_chunk=2,
+                              reward_mode="dense", sim_backend="physx_cpu")
     assert env.action_space.shape == (1, 2, 7)
     env.reset(options={"episode_id": 0})
     _, rewards, _, _, info = env.step(np.zeros((1, 2, 7), np.float32))
-    assert info["chunk_steps"].tolist() == [2] and float(rewards[0]) == pytest.approx(float(info["chunk_rewards"].sum()))
+    assert (
+        info["chunk_steps"].tolist() == [2]
+        and float(rewards[0]) == pytest.approx(float(info["chunk_rewards"].sum()))
+    )
     _, _, _, truncated, info = env.step(np.zeros((1, 2, 7), np.float32))
     assert truncated.tolist() == [True] and info["chunk_steps"].tolist() == [1]
     assert info["chunk_dones"].tolist() == [[True, False]]
-    with pytest.raises(ValueError, match=r"vlarl/ManiSkill-PickCube-v1: expected actions of shape \(1, 2, 7\), got shape \(1, 7\)"):
+    with pytest.raises(
+        ValueError, match=r"vlarl/ManiSkill-PickCube-v1: expected actions of shape \(1, 2, 7\), got shape \(1, 7\)"
+    ):
         env.step(np.zeros((1, 7), np.float32))
     with pytest.raises(ValueError, match="finite"):
         env.step(np.full((1, 2, 7), np.inf, np.float32))

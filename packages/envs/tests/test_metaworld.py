@@ -12,9 +12,9 @@ from vlarl_envs.testing import assert_episode_ids_replay, require_simulator
 
 require_simulator("metaworld")
 
-import vlarl_envs  # noqa: E402  (registers the ids once the simulator is known to exist)
-from vlarl_envs.metaworld import METAWORLD_INSTRUCTIONS, METAWORLD_TASKS, scripted_expert  # noqa: E402
-from vlarl_envs.wrappers import StateOnlyObservation  # noqa: E402
+import vlarl_envs
+from vlarl_envs.metaworld import METAWORLD_INSTRUCTIONS, METAWORLD_TASKS, scripted_expert
+from vlarl_envs.wrappers import StateOnlyObservation
 
 pytestmark = pytest.mark.sim
 

@@ -9,14 +9,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("plyfile")
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import vlarl_envs.splats.backends as backends  # noqa: E402
-import vlarl_envs.splats.compositor as compositor  # noqa: E402
-from vlarl_envs.splats.backends import TorchRasterizer, make_rasterizer  # noqa: E402
-from vlarl_envs.splats.camera import PinholeCamera  # noqa: E402
-from vlarl_envs.splats.gaussians import (  # noqa: E402
+import vlarl_envs.splats.backends as backends
+import vlarl_envs.splats.compositor as compositor
+from vlarl_envs.splats.backends import TorchRasterizer, make_rasterizer
+from vlarl_envs.splats.camera import PinholeCamera
+from vlarl_envs.splats.gaussians import (
     Gaussians,
     covariances,
     matrix_to_quat,
@@ -24,11 +24,11 @@ from vlarl_envs.splats.gaussians import (  # noqa: E402
     quat_multiply,
     quat_to_matrix,
 )
-from vlarl_envs.splats.ply import read_ply, write_ply  # noqa: E402
-from vlarl_envs.splats.projection import project  # noqa: E402
-from vlarl_envs.splats.reference import composite_per_pixel  # noqa: E402
-from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene, render_together  # noqa: E402
-from vlarl_envs.splats.sh import rgb_to_sh_dc, rotate_sh, sh_basis, sh_to_rgb, sphere_directions  # noqa: E402
+from vlarl_envs.splats.ply import read_ply, write_ply
+from vlarl_envs.splats.projection import project
+from vlarl_envs.splats.reference import composite_per_pixel
+from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene, render_together
+from vlarl_envs.splats.sh import rgb_to_sh_dc, rotate_sh, sh_basis, sh_to_rgb, sphere_directions
 
 finite = st.floats(-1.0, 1.0, allow_nan=False, width=32)
 quaternions = st.tuples(finite, finite, finite, finite).filter(lambda q: sum(v * v for v in q) > 1e-2)
@@ -154,7 +154,8 @@ def test_ply_reads_red_channel_first_rest_coefficients(tmp_path):
     sh = torch.zeros_like(gaussians.sh)
     sh[:, 1, 0] = 1.0  # first rest coefficient, red
     sh[:, 15, 2] = 2.0  # last rest coefficient, blue
-    write_ply(Gaussians(gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, sh), tmp_path / "b.ply")
+    write_ply(Gaussians(gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, sh),
+              tmp_path / "b.ply")
     import plyfile
 
     vertex = plyfile.PlyData.read(str(tmp_path / "b.ply"))["vertex"]
@@ -205,7 +206,8 @@ def test_rotated_sh_give_the_same_colours_along_turned_directions(q, degree):
     sh = random_gaussians(6, seed=degree, sh_degree=degree).sh
     directions = torch.randn(6, 3, generator=torch.Generator().manual_seed(1))
     turned = rotate_sh(sh, rotation)
-    torch.testing.assert_close(sh_to_rgb(turned, directions @ rotation.T), sh_to_rgb(sh, directions), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(sh_to_rgb(turned, directions @ rotation.T), sh_to_rgb(sh, directions),
+                               atol=1e-5, rtol=1e-5)
 
 
 def test_degree_zero_colour_round_trips_and_higher_bands_need_directions():
@@ -344,7 +346,10 @@ def poses(*translations) -> torch.Tensor:
     """(B, 2, 4, 4) poses for the arm and the box, one batch entry per pair of translations."""
     rotation = torch.tensor([0.96, 0.0, 0.0, 0.28])
     return torch.stack(
-        [torch.stack([pose_matrix(torch.tensor(a), rotation), pose_matrix(torch.tensor(b), rotation)]) for a, b in translations]
+        [
+            torch.stack([pose_matrix(torch.tensor(a), rotation), pose_matrix(torch.tensor(b), rotation)])
+            for a, b in translations
+        ]
     )
 
 

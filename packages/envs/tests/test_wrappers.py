@@ -46,7 +46,8 @@ def test_unknown_reward_mode(counter_env):
 
 
 def test_rlinf_reward_names_mean_ours(counter_env):
-    assert run_episode(RewardMode(counter_env(), "only_success"))[0] == run_episode(RewardMode(counter_env(), "sparse"))[0]
+    assert (run_episode(RewardMode(counter_env(), "only_success"))[0]
+            == run_episode(RewardMode(counter_env(), "sparse"))[0])
     assert RewardMode(counter_env(), "raw").mode == "dense"
 
 

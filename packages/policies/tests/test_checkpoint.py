@@ -14,8 +14,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file, save_model
 from torch import nn
-from transformers import GemmaConfig, GemmaForCausalLM, PaliGemmaConfig, PaliGemmaForConditionalGeneration
-from transformers import SiglipVisionConfig
+from transformers import (
+    GemmaConfig,
+    GemmaForCausalLM,
+    PaliGemmaConfig,
+    PaliGemmaForConditionalGeneration,
+    SiglipVisionConfig,
+)
 
 import vlarl_policies
 from vlarl_policies.pi0 import load_published
@@ -89,7 +94,8 @@ def test_published_layout_lands_on_the_right_parameters(tmp_path, make_obs, name
     source = layout.paligemma_with_expert
     vision = source.paligemma.model.vision_tower.vision_model
     pairs = [
-        (vision.embeddings.patch_embedding.weight, policy.vlm.vision_tower.vision_model.embeddings.patch_embedding.weight),
+        (vision.embeddings.patch_embedding.weight,
+         policy.vlm.vision_tower.vision_model.embeddings.patch_embedding.weight),
         (vision.encoder.layers[1].mlp.fc2.bias, policy.vlm.vision_tower.vision_model.encoder.layers[1].mlp.fc2.bias),
         (vision.post_layernorm.weight, policy.vlm.vision_tower.vision_model.post_layernorm.weight),
         (source.paligemma.model.multi_modal_projector.linear.weight, policy.vlm.projector.weight),

@@ -21,8 +21,8 @@ from torch.distributed.tensor import DTensor
 import vlarl_policies
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig, load_config
 from vlarl_trainer.rl.batch import minibatch_plan
-from vlarl_trainer.rl.memory import state_bytes
 from vlarl_trainer.rl.cluster import free_port
+from vlarl_trainer.rl.memory import state_bytes
 from vlarl_trainer.rl.validation import check_training
 from vlarl_trainer.rl.workers import sharding
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker

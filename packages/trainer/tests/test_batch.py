@@ -5,8 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vlarl_trainer.rl.batch import build_batch, minibatch_plan
 from vlarl_trainer.config import AlgorithmConfig
+from vlarl_trainer.rl.batch import build_batch, minibatch_plan
 
 
 def rollout(T=4, B=4, C=2, A=3, done_at=(1, None, 3, None), success=(1, 0, 1, 0)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +29,8 @@ from vlarl_trainer.rl.evaluation import (
 )
 from vlarl_trainer.rl.rollout import Shards
 
+pytestmark = pytest.mark.xdist_group("ray")
+
 IMAGE_SIZE = 32
 """Both cameras at 32 px: a task's 360 steps take about 20 s on one loaded core."""
 CHAIN_METRICS = [f"eval/chains/success_{k}" for k in range(1, 6)] + ["eval/chains/average_length"]
@@ -40,26 +43,46 @@ def chain_settings(chains: int) -> list[str]:
             f"eval.calvin_chains={chains}", "runner.progress=false"]
 
 
-@contextlib.contextmanager
-def oracle_in_workers(succeeding: set[str] | None):
-    """Ray whose worker processes judge CALVIN's tasks by a script: success at once for the tasks in
-    ``succeeding`` (every task for None), never for the others."""
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory, ray_for_the_session):
+    """A Ray whose worker processes judge CALVIN's tasks by the script file this yields while it exists (a
+    JSON list of the tasks that succeed at once, or null for every task; the others never succeed), and by
+    CALVIN's own oracle while it does not. Written by ``scripted``."""
     import cloudpickle
     import ray
+
+    script = tmp_path_factory.mktemp("oracle") / "succeeding.json"
 
     def script_the_oracle():
         import vlarl_envs.calvin.env as calvin_env_module
 
-        calvin_env_module.task_done = lambda task, start_info, info: succeeding is None or task in succeeding
+        calvins_own = calvin_env_module.task_done
+
+        def task_done(task, start_info, info):
+            if not script.exists():
+                return calvins_own(task, start_info, info)
+            succeeding = json.loads(script.read_text())
+            return succeeding is None or task in succeeding
+
+        calvin_env_module.task_done = task_done
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the hook travels whole, not by module name
     ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
              runtime_env={"worker_process_setup_hook": script_the_oracle})
+    yield script
+    ray.shutdown()
+
+
+@contextlib.contextmanager
+def scripted(script: Path, succeeding: set[str] | None):
+    """The oracle's script while the block runs: success at once for the tasks in ``succeeding`` (every
+    task for None), never for the others."""
+    script.write_text(json.dumps(None if succeeding is None else sorted(succeeding)))
     try:
         yield
     finally:
-        ray.shutdown()
+        script.unlink()
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +92,16 @@ def calvin_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("calvin_run")
     (run / "config.yaml").write_text(to_yaml(load_config(chain_settings(0), need_recipe=False)))
     checkpoint = run / "checkpoints" / "step_1"
-    vlarl_policies.make("pi0", preset="tiny", action_dim=7, state_dim=15, image_size=IMAGE_SIZE,
-                        camera_keys=("main_images", "wrist_images"), max_token_len=32).save_pretrained(checkpoint / "policy")
+    policy = vlarl_policies.make("pi0", preset="tiny", action_dim=7, state_dim=15, image_size=IMAGE_SIZE,
+                                 camera_keys=("main_images", "wrist_images"), max_token_len=32)
+    policy.save_pretrained(checkpoint / "policy")
     (checkpoint / "trainer_state.json").write_text('{"step": 1}')
     return run
 
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_vlarl_eval_scores_a_chain_with_calvins_oracle(calvin_run, capsys):
+def test_vlarl_eval_scores_a_chain_with_calvins_oracle(calvin_run, oracle, capsys):
     from vlarl_envs.testing import require_simulator
 
     require_simulator("calvin_env")
@@ -95,7 +119,7 @@ def test_vlarl_eval_scores_a_chain_with_calvins_oracle(calvin_run, capsys):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run):
+def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run, oracle):
     """Two chains on three envs (one sits the round out): the first succeeds throughout, the second up to
     its first task outside the script."""
     from vlarl_envs.testing import require_simulator
@@ -108,7 +132,7 @@ def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run):
     expected_second = next(index for index, task in enumerate(second.tasks) if task not in succeeding)
 
     config = load_config([*chain_settings(2), "env.num_envs=3"], need_recipe=False)
-    with oracle_in_workers(succeeding):
+    with scripted(oracle, succeeding):
         report = evaluate_checkpoint(config, calvin_run / "checkpoints" / "step_1" / "policy")
 
     lengths = report["chains"]["lengths"]
@@ -125,7 +149,7 @@ def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_chains_play_every_task_when_the_env_holds_a_subset(calvin_run):
+def test_chains_play_every_task_when_the_env_holds_a_subset(calvin_run, oracle):
     """A run trained on a few tasks (env.kwargs.tasks) still plays CALVIN's chains, whose tasks are all 34."""
     from vlarl_envs.testing import require_simulator
 
@@ -133,7 +157,7 @@ def test_chains_play_every_task_when_the_env_holds_a_subset(calvin_run):
     settings = [setting for setting in chain_settings(1) if not setting.startswith("env.kwargs=")]
     config = load_config([*settings, f"env.kwargs={{obs_mode: rgb, image_size: {IMAGE_SIZE}, tasks: [open_drawer]}}"],
                          need_recipe=False)
-    with oracle_in_workers(None):
+    with scripted(oracle, None):
         report = evaluate_checkpoint(config, calvin_run / "checkpoints" / "step_1" / "policy")
     assert report["chains"]["lengths"] == [5]
 
@@ -185,7 +209,7 @@ def test_chains_need_a_calvin_evaluation_env(tmp_path, capsys):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_the_trainers_evaluations_play_the_chains(tmp_path):
+def test_the_trainers_evaluations_play_the_chains(tmp_path, oracle):
     """Before RL and after its one step the trainer scores the chains too, on its evaluation workers; the
     scripted oracle answers success for every task there, so each chain runs to its end."""
     from vlarl_envs.testing import require_simulator
@@ -199,7 +223,7 @@ def test_the_trainers_evaluations_play_the_chains(tmp_path):
                           "actor.micro_batch_size=2", "runner.max_steps=1", f"runner.output_dir={tmp_path}",
                           "runner.name=run", "policy.kwargs={image_size: 32, camera_keys: [main_images, wrist_images], "
                           "max_token_len: 32}"], need_recipe=False)
-    with oracle_in_workers(None):
+    with scripted(oracle, None):
         trainer = Trainer(config)
         try:
             trainer.run()

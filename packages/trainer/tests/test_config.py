@@ -7,9 +7,9 @@ import pytest
 from vlarl_trainer.config import available_recipes, load_config
 from vlarl_trainer.rl.validation import sampling_overrides, validate
 
-CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise", "metaworld_10_grpo_openpi_tiny",
-               "metaworld_10_ppo_openvlaoft_tiny", "metaworld_10_grpo_openvlaoft_tiny", "metaworld_45_ppo_openpi_tiny",
-               "metaworld_50_ppo_openpi_tiny", "metaworld_50_ppo_openpi_pi05_tiny"]
+CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise",
+               "metaworld_10_grpo_openpi_tiny", "metaworld_10_ppo_openvlaoft_tiny", "metaworld_10_grpo_openvlaoft_tiny",
+               "metaworld_45_ppo_openpi_tiny", "metaworld_50_ppo_openpi_tiny", "metaworld_50_ppo_openpi_pi05_tiny"]
 MANISKILL_CPU_RECIPES = ["maniskill_ppo_openvla_tiny", "maniskill_grpo_openvla_tiny", "maniskill_ppo_openvlaoft_tiny",
                          "maniskill_grpo_openvlaoft_tiny", "maniskill_ppo_openpi_tiny"]
 PUBLISHED_SIZE_RECIPES = ["metaworld_50_ppo_openpi", "libero_10_ppo_openpi", "gsenv_ppo_openpi_pi05",
@@ -66,7 +66,8 @@ def test_gsenv_cpu_recipe_is_the_published_ones_twin():
     assert (config.env.kwargs["image_size"], config.env.kwargs["reward_mode"]) == (64, "sparse")
 
 
-@pytest.mark.parametrize("recipe", ["maniskill_ppo_openvlaoft", "maniskill_grpo_openvlaoft", "metaworld_50_grpo_openvlaoft"])
+@pytest.mark.parametrize("recipe", ["maniskill_ppo_openvlaoft", "maniskill_grpo_openvlaoft",
+                                    "metaworld_50_grpo_openvlaoft"])
 def test_published_openvla_recipes_make_their_policy_config(recipe):
     from vlarl_policies.registry import preset_config
 
@@ -117,11 +118,11 @@ def test_metaworld_suite_recipes_give_each_env_one_task(recipe, tasks, scored_on
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("recipe", ["libero_spatial_ppo_openpi", "libero_spatial_ppo_openpi_quickstart", "libero_10_ppo_openpi",
-                                    "libero_10_grpo_openpi", "libero_10_ppo_openpi_pi05", "libero_10_grpo_openpi_pi05"])
+@pytest.mark.parametrize("recipe", ["libero_spatial_ppo_openpi", "libero_spatial_ppo_openpi_quickstart",
+                                    "libero_10_ppo_openpi", "libero_10_grpo_openpi", "libero_10_ppo_openpi_pi05",
+                                    "libero_10_grpo_openpi_pi05"])
 def test_rlinfs_libero_recipes_validate(recipe):
     from vlarl_envs.testing import require_simulator
-
     from vlarl_policies.registry import preset_config
 
     require_simulator("libero")
@@ -153,12 +154,11 @@ def test_libero_cpu_recipes_validate_with_both_cameras_and_40_episodes_a_step(re
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("recipe", ["calvin_abc_d_ppo_openpi_tiny", "calvin_abc_d_grpo_openpi_tiny", "calvin_abc_d_ppo_openpi",
-                                    "calvin_abc_d_ppo_openpi_pi05"])
+@pytest.mark.parametrize("recipe", ["calvin_abc_d_ppo_openpi_tiny", "calvin_abc_d_grpo_openpi_tiny",
+                                    "calvin_abc_d_ppo_openpi", "calvin_abc_d_ppo_openpi_pi05"])
 def test_calvin_recipes_train_on_abc_and_score_on_d(recipe):
     from vlarl_envs import family_of
     from vlarl_envs.testing import require_simulator
-
     from vlarl_policies.registry import preset_config
     from vlarl_trainer.rl.runner import training_options
 
@@ -305,8 +305,11 @@ def test_actor_threads_default_to_the_runners():
 
 
 @pytest.mark.parametrize("recipe", sorted(available_recipes()))
-def test_every_recipe_names_itself(recipe):
-    assert load_config([f"recipe={recipe}"]).recipe == recipe
+def test_every_recipe_names_itself_and_its_policy_size(recipe):
+    """``_tiny`` in a recipe's name, and only there, means the CPU preset; the others are the published sizes."""
+    config = load_config([f"recipe={recipe}"])
+    assert config.recipe == recipe
+    assert config.policy.preset == ("tiny" if "_tiny" in recipe else "base")
 
 
 def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
@@ -319,12 +322,14 @@ def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
         tree = yaml.safe_load(capsys.readouterr().out)
         assert set(tree) == {"recipe", "dataset", "resume", "env", "policy", "algorithm", "rollout", "actor", "cluster",
                              "eval", "runner", "collect", "sft", "job"}
-        assert (tree["recipe"], tree["job"]["size"], tree["actor"]["lr"]) == ("metaworld_10_ppo_openpi_tiny", "full", 3e-5)
+        assert (tree["recipe"], tree["job"]["size"], tree["actor"]["lr"]) == (
+            "metaworld_10_ppo_openpi_tiny", "full", 3e-5)
         assert tree["collect"]["task_episodes"] == {"reach-v3": 5, "push-v3": 5, "pick-place-v3": 5}
     assert train_main(["--help"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("vlarl-train [recipe=<name>]")
-    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text and "job: calvin_abc_d, demo, full, gsenv, libero_spatial, ml45, mt50, put_on_plate" in text
+    assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text
+    assert "job: calvin_abc_d, demo, full, gsenv, libero_spatial, ml45, mt50, put_on_plate" in text
 
 
 def test_without_a_recipe_every_component_runs_once_on_device_zero():
@@ -339,8 +344,8 @@ def test_without_a_recipe_every_component_runs_once_on_device_zero():
 
 def test_the_run_starts_from_a_copy_that_samples_as_asked(tmp_path):
     import torch
-    import vlarl_policies
 
+    import vlarl_policies
     from vlarl_trainer.rl.runner import initial_policy
 
     sft = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, action_chunk=5, noise_level=0.5)

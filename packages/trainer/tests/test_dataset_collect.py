@@ -10,10 +10,9 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-from vlarl_envs.metaworld import METAWORLD_INSTRUCTIONS, scripted_expert  # noqa: E402
-
-from vlarl_trainer.data import collect_demonstrations, load_dataset  # noqa: E402
-from vlarl_trainer.cli.commands import collect_main  # noqa: E402
+from vlarl_envs.metaworld import METAWORLD_INSTRUCTIONS, scripted_expert
+from vlarl_trainer.cli.commands import collect_main
+from vlarl_trainer.data import collect_demonstrations, load_dataset
 
 pytestmark = pytest.mark.sim
 TASK = "reach-v3"

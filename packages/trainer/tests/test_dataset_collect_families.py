@@ -8,7 +8,7 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("mani_skill")
 
-from vlarl_trainer.data import collect_demonstrations, load_dataset  # noqa: E402
+from vlarl_trainer.data import collect_demonstrations, load_dataset
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 

@@ -101,7 +101,8 @@ def test_files_follow_the_published_v3_layout(written):
 
     data = pq.read_table(written / "data/chunk-000/file-000.parquet")
     assert data.column_names == list(features)
-    assert data.schema.field("observation.images.main").type == pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    assert data.schema.field("observation.images.main").type == image_type
     assert data.schema.field("observation.state").type == pa.list_(pa.float32(), 4)
     assert data.schema.field("index").type == pa.int64()
     assert data.column("timestamp").to_pylist()[:3] == pytest.approx([0.0, 1 / 80, 2 / 80])
@@ -126,7 +127,8 @@ def test_reads_a_dataset_written_by_lerobot_itself():
     assert dataset.tasks == list(TASKS)
     assert [(r.start, r.stop, r.tasks) for r in dataset.episodes] == [(0, 5, [TASKS[0]]), (5, 8, [TASKS[1]])]
     np.testing.assert_array_equal(dataset.images["main"][:, 3, 7, 1], [0, 1, 2, 3, 4, 10, 11, 12])
-    np.testing.assert_array_equal(dataset.states[:, :2], [[0, 0], [0, 1], [0, 2], [0, 3], [0, 4], [1, 0], [1, 1], [1, 2]])
+    np.testing.assert_array_equal(dataset.states[:, :2],
+                                  [[0, 0], [0, 1], [0, 2], [0, 3], [0, 4], [1, 0], [1, 1], [1, 2]])
     np.testing.assert_allclose(dataset.actions[6], [0.1, -0.1, 1, 1])
     assert dataset.environment_states is None and dataset.successes is None
     assert dataset.fps == 10 and dataset.stats["observation.state"]["mean"].shape == (4,)

@@ -9,9 +9,9 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.rl.evaluation import evaluation_options  # noqa: E402
-from vlarl_trainer.rl.runner import training_options  # noqa: E402
+from vlarl_trainer.config import load_config
+from vlarl_trainer.rl.evaluation import evaluation_options
+from vlarl_trainer.rl.runner import training_options
 
 pytestmark = pytest.mark.sim
 
@@ -68,7 +68,8 @@ def test_evaluation_on_another_env_plays_its_tasks_and_splits():
     options = evaluation_options(config)
     held_out = {"bin-picking-v3", "box-close-v3", "hand-insert-v3", "door-lock-v3", "door-unlock-v3"}
     assert {entry["task"] for entry in options} == held_out and len(options) == 5 * 2 * 2
-    with pytest.raises(ValueError, match=r"has no split\(s\) \['vision'\]; expected any of \['train', 'test', 'semantic'\]"):
+    with pytest.raises(ValueError,
+                       match=r"has no split\(s\) \['vision'\]; expected any of \['train', 'test', 'semantic'\]"):
         evaluation_options(load_config(["recipe=metaworld_10_ppo_openpi_tiny", "eval.splits=[vision]"]))
 
 

@@ -13,7 +13,7 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-import vlarl_policies  # noqa: E402
+import vlarl_policies
 
 pytestmark = pytest.mark.sim
 

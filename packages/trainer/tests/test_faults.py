@@ -1,11 +1,16 @@
 """What a run survives: stop signals, a hung worker, a dying env process, a killed driver.
 
-Each fault is injected into a tiny training run of MetaWorld reach-v3; the fault table of the
-trainer README lists what these tests show.
+Each fault is injected into a tiny training run of MetaWorld reach-v3 with the settings of the reference
+run (``vlarl_trainer.testing.REFERENCE_RUN``, which conftest.py trains once a session), so that a run that
+survives its fault is compared with one that met none; the fault table of the trainer README lists what
+these tests show.
 """
 
+import contextlib
+import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,32 +25,24 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-from vlarl_trainer.rl.cluster import start_ray  # noqa: E402  (before ray: it configures Ray's start-up)
+import ray
 
-import ray  # noqa: E402,I001
-from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.metrics import read_metrics as read_logged  # noqa: E402
-from vlarl_trainer.testing import SMALL_RUN  # noqa: E402
-from vlarl_trainer.rl.cluster import WorkerFailure, WorkerHang  # noqa: E402
-from vlarl_trainer.rl.runner import Trainer  # noqa: E402
-from vlarl_trainer.rl.stopping import RunStopped  # noqa: E402
+from vlarl_trainer.config import load_config
+from vlarl_trainer.metrics import read_metrics as read_logged
+from vlarl_trainer.rl.cluster import WorkerFailure, WorkerHang
+from vlarl_trainer.rl.runner import Trainer, auto_resumed_config, resumed_config
+from vlarl_trainer.rl.stopping import RunStopped
+from vlarl_trainer.testing import REFERENCE_RUN
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]
+pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
-RECIPE = "recipe=metaworld_10_ppo_openpi_tiny"
 EXITED_WITHIN = 20.0
 """Seconds every process of a run may outlive its end."""
 
 
-@pytest.fixture(scope="module")
-def embedded_ray():
-    start_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
-
-
 def make_trainer(tmp_path, *overrides, name="run"):
-    return Trainer(load_config([RECIPE, *SMALL_RUN, f"runner.output_dir={tmp_path}", f"runner.name={name}", *overrides]))
+    """A run with the reference run's settings and ``overrides``."""
+    return Trainer(load_config([*REFERENCE_RUN, f"runner.output_dir={tmp_path}", f"runner.name={name}", *overrides]))
 
 
 def read_metrics(run_dir) -> dict[int, dict]:
@@ -63,7 +60,7 @@ def assert_same_training(expected: dict, got: dict) -> None:
 
 
 def test_a_hung_env_worker_stops_the_run_with_its_stack(tmp_path, embedded_ray):
-    trainer = make_trainer(tmp_path, "cluster.call_timeout=15", "runner.max_steps=3")
+    trainer = make_trainer(tmp_path, "cluster.call_timeout=15")
     try:
         trainer.train_step(0)
         trainer.save(1)
@@ -99,13 +96,9 @@ def crash_on_first_step(worker):
     worker.stages[0].envs[0].step = crash
 
 
-def test_a_crashed_env_worker_is_replaced_and_the_step_matches_an_unbroken_one(tmp_path, embedded_ray):
-    unbroken = make_trainer(tmp_path, "runner.max_steps=2", name="unbroken")
-    try:
-        expected = [unbroken.train_step(step) for step in range(2)]
-    finally:
-        unbroken.close()
-    broken = make_trainer(tmp_path, "runner.max_steps=2", name="broken")
+def test_a_crashed_env_worker_is_replaced_and_the_step_matches_an_unbroken_one(tmp_path, embedded_ray,
+                                                                             reference_metrics):
+    broken = make_trainer(tmp_path, name="broken")
     try:
         first_pid = json.loads((broken.run_dir / "workers.json").read_text())["env"][0]
         got = [broken.train_step(0)]
@@ -116,12 +109,12 @@ def test_a_crashed_env_worker_is_replaced_and_the_step_matches_an_unbroken_one(t
         broken.close()
     assert [metrics["env/restarts"] for metrics in got] == [0.0, 1.0]
     assert replaced_pid != first_pid and not psutil.pid_exists(first_pid)
-    for want, have in zip(expected, got):
-        assert_same_training(want, have)
+    for step, have in enumerate(got, start=1):
+        assert_same_training(reference_metrics[step], have)
 
 
 def test_env_restarts_past_the_limit_stop_the_run(tmp_path, embedded_ray):
-    trainer = make_trainer(tmp_path, "cluster.max_env_restarts=0", "runner.max_steps=2")
+    trainer = make_trainer(tmp_path, "cluster.max_env_restarts=0")
     try:
         trainer.train_step(0)
         ray.get(trainer.env.workers[0].__ray_call__.remote(crash_on_first_step))
@@ -133,7 +126,7 @@ def test_env_restarts_past_the_limit_stop_the_run(tmp_path, embedded_ray):
 
 
 def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_step(tmp_path, embedded_ray):
-    trainer = make_trainer(tmp_path, "runner.max_steps=3")
+    trainer = make_trainer(tmp_path, "runner.save_interval=0")
 
     def slow_down(worker):
         env = worker.stages[0].envs[0]
@@ -171,49 +164,38 @@ def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_
     assert signal.getsignal(signal.SIGTERM) is handler  # the run's handler is gone
 
 
-def test_resume_past_a_truncated_checkpoint_replays_from_the_intact_one(tmp_path, embedded_ray, capsys):
+def test_resume_past_a_truncated_checkpoint_replays_from_the_intact_one(tmp_path, embedded_ray, reference_run,
+                                                                      reference_metrics, capsys):
     from vlarl_trainer.rl import checkpoint as checkpoints
-    from vlarl_trainer.rl.runner import resumed_config
 
-    first = make_trainer(tmp_path, "runner.max_steps=2", "runner.save_interval=1")
-    try:
-        first.run()
-    finally:
-        first.close()
-    expected = read_metrics(first.run_dir)[2]
-    weights = first.run_dir / "checkpoints" / "step_2" / "policy" / "model.safetensors"
+    run_dir = shutil.copytree(reference_run, tmp_path / "run")
+    weights = run_dir / "checkpoints" / "step_3" / "policy" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])  # a copy cut short: safetensors' "invalid header length"
-    resumed = Trainer(resumed_config(str(first.run_dir), []))
+    resumed = Trainer(resumed_config(str(run_dir), []))
     try:
-        assert resumed.start_step == 1
+        assert resumed.start_step == 2
         resumed.run()
     finally:
         resumed.close()
-    assert "checkpoint step_2 is damaged (policy/model.safetensors has 1000 bytes" in capsys.readouterr().out
-    assert (first.run_dir / "checkpoints" / "step_2.damaged").exists()
-    assert checkpoints.damage(first.run_dir / "checkpoints" / "step_2") == []
-    assert_same_training(expected, read_metrics(first.run_dir)[2])
+    assert "checkpoint step_3 is damaged (policy/model.safetensors has 1000 bytes" in capsys.readouterr().out
+    assert (run_dir / "checkpoints" / "step_3.damaged").exists()
+    assert checkpoints.damage(run_dir / "checkpoints" / "step_3") == []
+    assert_same_training(reference_metrics[3], read_metrics(run_dir)[3])
 
 
-def test_a_run_stopped_before_its_first_checkpoint_resumes_from_its_first_policy(tmp_path, embedded_ray):
-    import shutil
-
-    from vlarl_trainer.rl.runner import resumed_config
-
-    first = make_trainer(tmp_path, "runner.max_steps=1", "runner.save_interval=1")
-    try:
-        first.run()
-    finally:
-        first.close()
-    expected = read_metrics(first.run_dir)[1]
-    shutil.rmtree(first.run_dir / "checkpoints")  # killed after logging step 1, before its checkpoint landed
-    resumed = Trainer(resumed_config(str(first.run_dir), []))
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_its_first_policy(tmp_path, embedded_ray,
+                                                                                 reference_run, reference_metrics):
+    run_dir = shutil.copytree(reference_run, tmp_path / "run")
+    shutil.rmtree(run_dir / "checkpoints")  # killed after logging its steps, before any checkpoint landed
+    resumed = Trainer(resumed_config(str(run_dir), []))
     try:
         assert resumed.start_step == 0
         resumed.run()
     finally:
         resumed.close()
-    assert_same_training(expected, read_metrics(first.run_dir)[1])
+    replayed = read_metrics(run_dir)
+    for step in range(1, 4):
+        assert_same_training(reference_metrics[step], replayed[step])
 
 
 def test_limits_are_checked_before_any_worker_starts(tmp_path):
@@ -224,11 +206,21 @@ def test_limits_are_checked_before_any_worker_starts(tmp_path):
             make_trainer(tmp_path, setting)
 
 
+def test_resume_auto_starts_the_run_its_name_does_not_find(tmp_path):
+    """A resubmitted script's first submission: no run directory yet, so a fresh run with its settings."""
+    config = load_config([*REFERENCE_RUN, f"runner.output_dir={tmp_path}", "runner.name=fresh", "resume=auto"])
+    fresh = auto_resumed_config(config, [])
+    assert fresh.resume is None and dataclasses.replace(fresh, resume="auto") == config
+    with pytest.raises(ValueError, match="set runner.name=<name>"):
+        auto_resumed_config(dataclasses.replace(config, runner=dataclasses.replace(config.runner, name=None)), [])
+
+
 # ------------------------------------------------------------------------------------------ whole commands
 
 
 def command(tmp_path, name, *overrides):
-    return [sys.executable, "-m", "vlarl_trainer", RECIPE, *SMALL_RUN, f"runner.output_dir={tmp_path}",
+    """``vlarl-train`` with the reference run's settings and ``overrides``."""
+    return [sys.executable, "-m", "vlarl_trainer", *REFERENCE_RUN, f"runner.output_dir={tmp_path}",
             f"runner.name={name}", *overrides]
 
 
@@ -257,12 +249,27 @@ def assert_all_gone(processes: list[psutil.Process]) -> None:
     assert not alive, f"left running: {[(p.pid, p.name()) for p in alive]}"
 
 
-def test_sigterm_mid_step_checkpoints_and_the_resumed_run_matches_an_unbroken_one(tmp_path):
-    whole = subprocess.run(command(tmp_path, "whole", "runner.max_steps=3"), capture_output=True, text=True)
-    assert whole.returncode == 0, whole.stderr[-3000:]
+def wait_for_new_workers(process: subprocess.Popen, run_dir: Path, old: dict) -> None:
+    """Until the run's workers.json names other worker processes than ``old``: the new process's workers
+    have started."""
+    deadline = time.time() + 600
+    while True:
+        with contextlib.suppress(json.JSONDecodeError):  # read while the run rewrites it
+            if json.loads((run_dir / "workers.json").read_text()) != old:
+                return
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.time() < deadline, "no new workers within 10 minutes"
+        time.sleep(0.2)
 
-    run_dir = tmp_path / "stopped"
-    process = start(command(tmp_path, "stopped", "runner.max_steps=3"))
+
+def test_sigterm_and_a_killed_driver_leave_no_process_and_resume_auto_trains_as_an_unbroken_run(
+        tmp_path, reference_metrics):
+    """One command submitted three times, as a cluster's scheduler resubmits a job script: stopped by SIGTERM
+    during a step, then killed (SIGKILL, no handler) once its workers run, then left to finish."""
+    run_dir = tmp_path / "run"
+    arguments = command(tmp_path, "run", "resume=auto")
+
+    process = start(arguments)
     wait_for_step(process, run_dir, 1)
     processes = descendants(process.pid)
     process.send_signal(signal.SIGTERM)
@@ -274,38 +281,26 @@ def test_sigterm_mid_step_checkpoints_and_the_resumed_run_matches_an_unbroken_on
     assert f"continue with: vlarl-train resume={run_dir}" in stderr
     assert_all_gone(processes)
 
-    resumed = subprocess.run([sys.executable, "-m", "vlarl_trainer", f"resume={run_dir}"], capture_output=True,
-                             text=True)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    expected, got = read_metrics(tmp_path / "whole"), read_metrics(run_dir)
-    assert sorted(got) == sorted(expected) == [1, 2, 3]
-    for step in expected:
-        assert_same_training(expected[step], got[step])
-
-
-def test_killed_driver_leaves_no_process_and_resume_auto_finishes_its_run(tmp_path):
-    arguments = command(tmp_path, "killed", "runner.max_steps=3", "runner.save_interval=1", "resume=auto")
+    stopped_workers = json.loads((run_dir / "workers.json").read_text())
     process = start(arguments)
-    wait_for_step(process, tmp_path / "killed", 1)
+    wait_for_new_workers(process, run_dir, stopped_workers)
     processes = descendants(process.pid)
     assert len(processes) >= 4  # Ray's own processes, the env, rollout and actor workers, the watcher
     process.kill()
     process.communicate()
     assert_all_gone(processes)
 
-    again = subprocess.run(arguments, capture_output=True, text=True)  # the same command, resubmitted
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resume=auto: continuing {tmp_path / 'killed'}" in again.stdout
-    assert sorted(read_metrics(tmp_path / "killed")) == [1, 2, 3]
-    fresh = subprocess.run(command(tmp_path, "fresh", "runner.max_steps=1", "resume=auto"), capture_output=True,
-                           text=True)
-    assert fresh.returncode == 0, fresh.stderr[-3000:]
-    assert (tmp_path / "fresh" / "checkpoints" / "step_1").exists()
+    finished = subprocess.run(arguments, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert f"resume=auto: continuing {run_dir}" in finished.stdout
+    got = read_metrics(run_dir)
+    assert sorted(got) == sorted(reference_metrics) == [1, 2, 3]
+    for step, expected in reference_metrics.items():
+        assert_same_training(expected, got[step])
 
 
 def test_killed_env_worker_past_the_limit_stops_the_run_and_keeps_its_checkpoint(tmp_path):
-    process = start(command(tmp_path, "killed", "runner.max_steps=200", "runner.save_interval=1",
-                            "cluster.max_env_restarts=0"))
+    process = start(command(tmp_path, "killed", "runner.max_steps=200", "cluster.max_env_restarts=0"))
     run_dir = tmp_path / "killed"
     wait_for_step(process, run_dir, 1)
     processes = descendants(process.pid)

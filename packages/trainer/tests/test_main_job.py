@@ -37,6 +37,9 @@ from vlarl_trainer.rl.validation import validate
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = "recipe=metaworld_10_ppo_openpi_tiny"
+JOBS = ["calvin_abc_d", "demo", "full", "gsenv", "libero_spatial", "ml45", "mt50", "put_on_plate"]
+pytestmark = pytest.mark.xdist_group("ray")
+"""Under make test's two workers, the job tests run in the worker of the other tests that start Ray."""
 
 
 def job(size: str, *overrides: str):
@@ -50,7 +53,7 @@ def report(table: dict[tuple[str, str], float], seconds: float = 1.0) -> dict:
 
 
 def test_job_sizes_grow_from_demo_to_full():
-    assert available_jobs() == ["calvin_abc_d", "demo", "full", "gsenv", "libero_spatial", "ml45", "mt50", "put_on_plate"]
+    assert available_jobs() == JOBS
     demo, full = job("demo"), job("full")
     assert (demo.job.size, full.job.size) == ("demo", "full")
     assert demo.collect.episodes_per_task <= full.collect.episodes_per_task <= 5
@@ -93,7 +96,6 @@ def test_libero_spatial_job_sizes_its_stages_for_the_recipe():
 def test_libero_spatial_job_collects_every_task_and_scores_ten_states_of_each_in_five_splits(tmp_path, recipe):
     from vlarl_envs import family_of
     from vlarl_envs.testing import require_simulator
-
     from vlarl_trainer.data.collector import collected_tasks
     from vlarl_trainer.rl.evaluation import evaluation_options
 
@@ -123,14 +125,14 @@ def sized_job(tmp_path, recipe: str, job_name: str, demonstrations: str):
 def test_put_on_plate_job_scores_every_split_with_its_variations_in_turn(tmp_path):
     from vlarl_envs import family_of
     from vlarl_envs.testing import require_simulator
-
     from vlarl_trainer.rl.evaluation import evaluation_options
 
     require_simulator("mani_skill")
     config = sized_job(tmp_path, "maniskill_ppo_openpi_tiny", "put_on_plate", "100 per task")
     family = family_of(config.env.id)
     options = evaluation_options(config)
-    assert len(options) == 4 * 30 and {option["split"] for option in options} == {"train", "vision", "semantic", "execution"}
+    assert len(options) == 4 * 30
+    assert {option["split"] for option in options} == {"train", "vision", "semantic", "execution"}
     for split in ("vision", "semantic", "execution"):
         variations = Counter(family.group("PutOnPlate", split, option["episode_id"])
                              for option in options if option["split"] == split)
@@ -142,7 +144,6 @@ def test_put_on_plate_job_scores_every_split_with_its_variations_in_turn(tmp_pat
 def test_gsenv_job_scores_test_and_the_robustness_variations_on_the_same_layouts(tmp_path):
     from vlarl_envs import family_of
     from vlarl_envs.testing import require_simulator
-
     from vlarl_trainer.rl.evaluation import evaluation_options
 
     require_simulator("mani_skill")
@@ -160,7 +161,6 @@ def test_gsenv_job_scores_test_and_the_robustness_variations_on_the_same_layouts
                                                         ("metaworld_45_ppo_openpi_tiny", "ml45", 45, 5 * 10)])
 def test_metaworld_suite_jobs_collect_every_task_and_score_the_recipes_env(tmp_path, recipe, job, tasks, scored):
     from vlarl_envs import family_of
-
     from vlarl_trainer.data.collector import collected_tasks
     from vlarl_trainer.rl.evaluation import evaluation_options
 
@@ -173,7 +173,8 @@ def test_metaworld_suite_jobs_collect_every_task_and_score_the_recipes_env(tmp_p
 def test_calvin_job_scores_scene_d_and_its_chains():
     config = load_config(["recipe=calvin_abc_d_ppo_openpi_tiny", "job=calvin_abc_d"])
     assert config.job.size == "calvin_abc_d" and describe_collection(config) == "3 per task"
-    assert (config.eval.env_id, config.eval.calvin_chains, config.eval.episodes_per_task) == ("vlarl/CALVIN-D-v0", 50, 5)
+    assert config.eval.env_id == "vlarl/CALVIN-D-v0"
+    assert (config.eval.calvin_chains, config.eval.episodes_per_task) == (50, 5)
     assert config.runner.max_steps % config.eval.interval == 0
     assert config.actor == load_config(["recipe=calvin_abc_d_ppo_openpi_tiny"]).actor
 
@@ -245,7 +246,8 @@ def test_results_and_table_give_each_split_its_mean_where_there_are_several(tmp_
     assert "| all | mean | 0.25 | 0.50 |" in text
     one_split = report({("test", "a"): 0.5})
     one_split["splits"] = {"test": 0.5}
-    assert "| test | mean |" not in format_table(None, one_split) and "| all | mean | 0.50 |" in format_table(None, one_split)
+    alone = format_table(None, one_split)
+    assert "| test | mean |" not in alone and "| all | mean | 0.50 |" in alone
 
 
 def test_results_and_table_carry_calvins_chains_before_and_after():
@@ -298,7 +300,7 @@ def test_cli_refuses_an_existing_run_directory_before_any_work(tmp_path, capsys)
     assert "never overwrites" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["results.json"]
     assert main([RECIPE, "job=huge"]) == 2
-    assert "unknown job 'huge'; available: ['calvin_abc_d', 'demo', 'full', 'gsenv', 'libero_spatial', 'ml45', 'mt50', 'put_on_plate']" in capsys.readouterr().err
+    assert f"unknown job 'huge'; available: {JOBS}" in capsys.readouterr().err
     assert main(["job=demo"]) == 2
     assert "name a recipe" in capsys.readouterr().err
 
@@ -425,49 +427,6 @@ def tiny_job(tmp_path, *overrides: str):
                         *overrides])
 
 
-@pytest.mark.sim
-@pytest.mark.slow
-def test_whole_job_runs_and_never_overwrites(tmp_path, capfd):
-    from vlarl_envs.testing import require_simulator
-
-    require_simulator("metaworld")
-    import vlarl_policies
-
-    results, summary = run_main_job(tiny_job(tmp_path, "runner.progress=true"), ["runner.seed=1"])
-    # Every stage draws its bar with elapsed<remaining time: collection, SFT, RL and both evaluations.
-    bars = capfd.readouterr().err
-    for stage in ("collect: 100%", "sft: 100%", "rl: 100%", "eval: "):
-        assert stage in bars
-    assert "episode/s]" in bars and "<00:00" in bars
-    job_dir = tmp_path / "job"
-    saved = json.loads((job_dir / "results.json").read_text())
-    assert saved == json.loads(json.dumps(results))
-    (row,) = saved["success"]
-    assert (row["split"], row["task"]) == ("test", "reach-v3")
-    assert 0 <= row["before"] <= 1 and 0 <= row["after"] <= 1
-    assert set(saved["seconds"]) == {"collect", "sft", "rl", "eval_before", "eval_after", "total"}
-    assert all(seconds > 0 for seconds in saved["seconds"].values())
-    assert "| test | reach-v3 |" in summary and "| all | mean |" in summary
-
-    paths = saved["paths"]
-    assert len(read_episodes(Path(paths["dataset"]))) == 2
-    assert vlarl_policies.from_pretrained(paths["sft_checkpoint"]).config.action_chunk == 5
-    assert (Path(paths["rl_run"]) / "checkpoints" / "step_1" / "policy" / "model.safetensors").exists()
-    for stage in ("sft", "rl"):
-        assert list(Path(paths["tensorboard"][stage]).glob("events.*"))
-    assert paths["video_files"] and all(Path(video).stat().st_size > 0 for video in paths["video_files"])
-    rl_metrics = [json.loads(line) for line in Path(paths["metrics"]["rl"]).read_text().splitlines()]
-    assert any("env/success_once" in record for record in rl_metrics)
-    assert paths["learning_curve"] == str(job_dir / "learning_curve.png") and f"learning curve: {job_dir}" in summary
-    with Image.open(paths["learning_curve"]) as image:
-        assert image.format == "PNG"
-
-    written = (job_dir / "results.json").read_bytes()
-    with pytest.raises(FileExistsError, match="never overwrites"):
-        run_main_job(tiny_job(tmp_path))
-    assert (job_dir / "results.json").read_bytes() == written
-
-
 def load_plot_script():
     spec = importlib.util.spec_from_file_location("plot_learning_curve", ROOT / "scripts" / "plot_learning_curve.py")
     module = importlib.util.module_from_spec(spec)
@@ -531,14 +490,21 @@ class StopAtSecondStep(RuntimeError):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
-    from vlarl_envs.testing import require_simulator
+def test_a_job_stopped_in_rl_resumes_to_its_end_and_is_never_overwritten(tmp_path, monkeypatch, capfd,
+                                                                        embedded_ray):
+    """A whole tiny job stopped at its second RL step, then resumed: every stage, its records and its
+    progress bars, a resumed RL stage that continues from its checkpoint, and no stage run twice. The
+    session's Ray, started before the job, outlives it."""
+    import ray
 
+    from vlarl_envs.testing import require_simulator
     from vlarl_trainer.rl.evaluation import logged_evaluation
     from vlarl_trainer.rl.runner import Trainer
 
     require_simulator("metaworld")
-    config = tiny_job(tmp_path, "runner.max_steps=2", "runner.save_interval=1")
+    import vlarl_policies
+
+    config = tiny_job(tmp_path, "runner.max_steps=2", "runner.save_interval=1", "runner.progress=true")
     train_step = Trainer.train_step
 
     def stop_at_second_step(self, step, stop=None):
@@ -548,30 +514,60 @@ def test_resumed_job_continues_rl_from_its_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Trainer, "train_step", stop_at_second_step)
     with pytest.raises(StopAtSecondStep):
-        run_main_job(config)
-    job = tmp_path / "job"
-    assert not (job / "results.json").exists()
-    assert set(json.loads((job / JOB_STATE).read_text())["seconds"]) == {"collect", "sft"}
-    before = logged_evaluation(job / "rl" / "metrics.jsonl", 0)
+        run_main_job(config, ["runner.seed=1"])
+    job_dir = tmp_path / "job"
+    assert not (job_dir / "results.json").exists()
+    assert set(json.loads((job_dir / JOB_STATE).read_text())["seconds"]) == {"collect", "sft"}
+    before = logged_evaluation(job_dir / "rl" / "metrics.jsonl", 0)
 
     monkeypatch.setattr(Trainer, "train_step", train_step)
-    results, summary = resume_main_job(job)
+    results, summary = resume_main_job(job_dir)
+    assert ray.is_initialized()
+    # Every stage draws its bar with elapsed<remaining time: collection, SFT, RL and both evaluations.
+    bars = capfd.readouterr().err
+    for stage in ("collect: 100%", "sft: 100%", "rl: 100%", "eval: "):
+        assert stage in bars
+    assert "episode/s]" in bars and "<00:00" in bars
+
     assert results["resumed_from_step"] == 1
     assert {(r["split"], r["task"]): r["before"] for r in results["success"]} == before["table"]
     assert results["mean"]["before"] == before["metrics"]["eval/success_once"]
     seconds = results["seconds"]
+    assert set(seconds) == {"collect", "sft", "rl", "eval_before", "eval_after", "total"}
+    assert all(value > 0 for value in seconds.values())
     assert seconds["total"] == pytest.approx(seconds["collect"] + seconds["sft"] + seconds["rl"])
     assert seconds["eval_before"] == before["metrics"]["time/eval"]
-    logged = [json.loads(line) for line in (job / "rl" / "metrics.jsonl").read_text().splitlines()]
+    logged = [json.loads(line) for line in (job_dir / "rl" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged if "env/success_once" in r] == [1, 2]
     assert [r["step"] for r in logged if "eval/success_once" in r] == [0, 2]
-    assert "| test | reach-v3 |" in summary
+
+    saved = json.loads((job_dir / "results.json").read_text())
+    assert saved == json.loads(json.dumps(results)) and saved["overrides"] == ["runner.seed=1"]
+    (row,) = saved["success"]
+    assert (row["split"], row["task"]) == ("test", "reach-v3")
+    assert 0 <= row["before"] <= 1 and 0 <= row["after"] <= 1
+    assert "| test | reach-v3 |" in summary and "| all | mean |" in summary
+    paths = saved["paths"]
+    assert len(read_episodes(Path(paths["dataset"]))) == 2
+    assert vlarl_policies.from_pretrained(paths["sft_checkpoint"]).config.action_chunk == 5
+    assert (Path(paths["rl_run"]) / "checkpoints" / "step_2" / "policy" / "model.safetensors").exists()
+    for stage in ("sft", "rl"):
+        assert list(Path(paths["tensorboard"][stage]).glob("events.*"))
+    assert paths["video_files"] and all(Path(video).stat().st_size > 0 for video in paths["video_files"])
+    assert paths["learning_curve"] == str(job_dir / "learning_curve.png") and f"learning curve: {job_dir}" in summary
+    with Image.open(paths["learning_curve"]) as image:
+        assert image.format == "PNG"
 
     # Stopped after the last checkpoint and its evaluation, before results.json: nothing is trained again.
-    (job / "results.json").unlink()
-    again, _ = resume_main_job(job)
+    (job_dir / "results.json").unlink()
+    again, _ = resume_main_job(job_dir)
     assert again["resumed_from_step"] == 2 and again["success"] == results["success"]
-    assert [json.loads(line) for line in (job / "rl" / "metrics.jsonl").read_text().splitlines()] == logged
+    assert [json.loads(line) for line in (job_dir / "rl" / "metrics.jsonl").read_text().splitlines()] == logged
+
+    written = (job_dir / "results.json").read_bytes()
+    with pytest.raises(FileExistsError, match="never overwrites"):
+        run_main_job(tiny_job(tmp_path))
+    assert (job_dir / "results.json").read_bytes() == written
 
 
 def test_in_child_process_returns_the_childs_result_and_raises_its_errors():

@@ -10,15 +10,15 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-import vlarl_policies  # noqa: E402
-from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.rl.memory import (  # noqa: E402
+import vlarl_policies
+from vlarl_trainer.config import available_recipes, load_config
+from vlarl_trainer.rl.memory import (
     estimate_config_memory,
     observation_batch,
     saved_activation_bytes,
     state_bytes,
 )
-from vlarl_trainer.rl.runner import env_instructions  # noqa: E402
+from vlarl_trainer.rl.runner import env_instructions
 
 pytestmark = pytest.mark.sim
 
@@ -87,8 +87,9 @@ def test_fake_activation_count_equals_the_real_one(name):
 def test_offload_frees_the_rank_between_updates_and_fsdp_shards_it():
     _, _, _, whole, _ = estimate("pi0")
     _, _, _, offloaded, _ = estimate("pi0", "actor.offload=true")
-    _, _, _, sharded, _ = estimate("pi0", "actor.strategy=fsdp", "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}")
-    _, _, _, sharded_offloaded, _ = estimate("pi0", "actor.strategy=fsdp", "actor.offload=true", "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}")
+    two_ranks = "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}"
+    _, _, _, sharded, _ = estimate("pi0", "actor.strategy=fsdp", two_ranks)
+    _, _, _, sharded_offloaded, _ = estimate("pi0", "actor.strategy=fsdp", "actor.offload=true", two_ranks)
     assert whole.between_updates == whole.parameters + whole.optimizer
     assert offloaded.between_updates == 0 and offloaded.peak == whole.peak
     assert whole.parameters / 2 <= sharded.parameters < whole.parameters * 0.55
@@ -111,23 +112,25 @@ def test_dry_run_prints_the_layout_and_the_memory_and_starts_nothing(tmp_path):
     assert refused.returncode == 2 and "actor.precision must be one of" in refused.stderr
 
 
-def published_size_recipes() -> list[str]:
-    from vlarl_trainer.config import available_recipes
+PUBLISHED_SIZE = [name for name in available_recipes() if "_tiny" not in name]
+"""The recipes of the published policy sizes: their names lack ``_tiny`` (test_config holds every recipe to
+that)."""
 
-    return [name for name in available_recipes() if load_config([f"recipe={name}"]).policy.preset == "base"]
+
+def test_the_published_size_recipes_are_the_gpu_recipes():
+    assert len(PUBLISHED_SIZE) >= 15 and {"libero_spatial_ppo_openpi", "maniskill_ppo_openvla"} <= set(PUBLISHED_SIZE)
 
 
 @pytest.mark.slow
-def test_every_published_size_recipe_fits_a_rank_of_an_80_gb_gpu():
+@pytest.mark.parametrize("recipe", PUBLISHED_SIZE)
+def test_every_published_size_recipe_fits_a_rank_of_an_80_gb_gpu(recipe):
     """With room to spare for the collocated rollout copy and the simulators, and with no checkpoint."""
     for simulator in ("mani_skill", "libero"):
         require_simulator(simulator)
-    recipes = published_size_recipes()
-    assert len(recipes) >= 15
-    for recipe in recipes:
-        _, memory, parameters = estimate_config_memory(load_config([f"recipe={recipe}"]))
-        assert parameters > 3e9, recipe
-        assert memory.peak < 48 * 2**30, f"{recipe}: {memory.peak / 2**30:.1f} GiB per actor rank"
+    config = load_config([f"recipe={recipe}"])
+    _, memory, parameters = estimate_config_memory(config)
+    assert config.policy.preset == "base" and parameters > 3e9
+    assert memory.peak < 48 * 2**30, f"{memory.peak / 2**30:.1f} GiB per actor rank"
 
 
 def test_the_dry_run_builds_the_env_once(monkeypatch):

@@ -12,7 +12,13 @@ import vlarl_policies
 from vlarl_trainer.cli.commands import sft_main as main
 from vlarl_trainer.config import load_config
 from vlarl_trainer.data import Episode, LeRobotDatasetWriter, load_dataset
-from vlarl_trainer.sft.train import build_policy, check_dataset_matches_env, check_sft_config, learning_rate_factor, run_sft
+from vlarl_trainer.sft.train import (
+    build_policy,
+    check_dataset_matches_env,
+    check_sft_config,
+    learning_rate_factor,
+    run_sft,
+)
 
 TASKS = ("push the block left", "push the block right")
 
@@ -51,7 +57,7 @@ def config_for(dataset_root, run_dir, *overrides: str):
                         f"runner.name={run_dir.name}", *overrides], need_recipe=False)
 
 
-def test_training_cuts_the_loss_and_writes_the_run_directory(dataset_root, tmp_path):
+def test_training_cuts_the_loss_learns_the_demonstrations_and_writes_the_run_directory(dataset_root, tmp_path):
     torch.manual_seed(0)
     result = run_sft(config_for(dataset_root, tmp_path / "run"))
     assert result.final_loss < 0.85 * result.first_loss
@@ -68,6 +74,14 @@ def test_training_cuts_the_loss_and_writes_the_run_directory(dataset_root, tmp_p
     np.testing.assert_allclose(policy.observation_encoder.state_normalizer.offset.numpy(), state_mean, rtol=1e-5)
     assert result.evaluation is None
     assert policy.config.action_chunk == 5  # the env's chunk: the policy RL on env.* would load
+
+    # It learned what the demonstrations do: push left (-0.5) when told left, right (+0.5) when told right.
+    rng = np.random.default_rng(5)
+    told = (TASKS[0],) * 8 + (TASKS[1],) * 8
+    actions = policy.eval().act({"main_images": rng.integers(0, 256, (16, 32, 32, 3), dtype=np.uint8),
+                                 "states": (rng.normal(size=(16, 3)) * 0.1 + 5.0).astype(np.float32),
+                                 "task_description": told}, deterministic=True).actions
+    assert actions[:8].amax() < -0.2 and actions[8:].amin() > 0.2
 
 
 def test_a_run_never_reuses_a_directory(dataset_root, tmp_path):

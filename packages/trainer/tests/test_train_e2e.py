@@ -1,4 +1,4 @@
-"""Whole training runs of a CPU recipe on MetaWorld reach-v3 with a tiny pi0, on embedded Ray."""
+"""Whole training runs of a CPU recipe on MetaWorld reach-v3 with a tiny pi0, on the session's embedded Ray."""
 
 import json
 import math
@@ -11,16 +11,15 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-from vlarl_trainer.rl.cluster import start_ray  # noqa: E402  (before ray: it configures Ray's start-up)
+from vlarl_trainer.config import load_config
+from vlarl_trainer.metrics import read_metrics as read_logged
+from vlarl_trainer.rl.rollout import run_episodes, start_inference_workers, worker_bundles
+from vlarl_trainer.rl.runner import Trainer, resumed_config, training_options
+from vlarl_trainer.rl.validation import validate
+from vlarl_trainer.testing import REFERENCE_RUN, SMALL_RUN
 
-import ray  # noqa: E402,I001
-from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.metrics import read_metrics as read_logged  # noqa: E402
-from vlarl_trainer.testing import SMALL_RUN  # noqa: E402
-from vlarl_trainer.rl.rollout import run_episodes  # noqa: E402
-from vlarl_trainer.rl.runner import Trainer, training_options  # noqa: E402
-
-pytestmark = [pytest.mark.sim, pytest.mark.slow]
+pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.usefixtures("embedded_ray"),
+              pytest.mark.xdist_group("ray")]
 
 
 PPO_METRICS = {
@@ -32,13 +31,6 @@ PPO_METRICS = {
     "train/critic/value_loss", "train/critic/value_clip_ratio", "train/critic/explained_variance",
     "time/step", "time/generate_rollouts", "time/actor_training", "time/sync_weights",
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def embedded_ray():
-    start_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 def make_trainer(tmp_path, recipe, *overrides, name="run"):
@@ -109,20 +101,24 @@ def test_grpo_two_steps(tmp_path):
         assert metrics[step]["rollout/groups_kept"] == 1.0  # score_range=null keeps every group
 
 
-def test_two_pipeline_stages_give_the_same_trajectories(tmp_path):
-    one = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
-                       name="one")
-    two = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
-                       "rollout.pipeline_stage_num=2", f"policy.pretrained={one.run_dir / 'initial_policy'}",
-                       name="two")
-    try:
-        options = training_options(one.config, step=0, epoch=0)
-        first = run_episodes(one.shards, options, one.layout.chunk_steps, deterministic=True, seed=1)
-        second = run_episodes(two.shards, options, two.layout.chunk_steps, deterministic=True, seed=1)
-    finally:
-        one.close()
-        two.close()
-    assert two.shards.stage_num == 2 and two.shards.envs_per_stage == 2
+def test_two_pipeline_stages_give_the_same_trajectories(reference_run):
+    """The same episodes played by one pipeline stage of four envs and by two stages of two, on env and
+    rollout workers holding the reference run's first policy."""
+    played = {}
+    for stages in (1, 2):
+        config = load_config([*REFERENCE_RUN, "env.num_envs=4", "actor.global_batch_size=8",
+                              f"rollout.pipeline_stage_num={stages}"])
+        layout = validate(config)
+        shards = start_inference_workers(config, layout, str(reference_run / "initial_policy"),
+                                         worker_bundles(layout))
+        try:
+            assert (shards.stage_num, shards.envs_per_stage) == (stages, 4 // stages)
+            played[stages] = run_episodes(shards, training_options(config, step=0, epoch=0), layout.chunk_steps,
+                                          deterministic=True, seed=1)
+        finally:
+            shards.env.kill()
+            shards.rollout.kill()
+    first, second = played[1], played[2]
     for name in ("rewards", "dones", "episode_len", "success_once"):
         assert (first[name] == second[name]).all(), name
     # One act over 4 envs and two over 2 run the same math through differently shaped matrix
@@ -139,93 +135,57 @@ def test_two_pipeline_stages_give_the_same_trajectories(tmp_path):
             assert torch.equal(value, other), name
 
 
-def test_resume_continues_exactly(tmp_path):
-    straight = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=2", "runner.save_interval=1",
-                            name="straight")
-    run_and_close(straight)
+def test_resume_continues_exactly(tmp_path, reference_run):
+    """A finished one-step run, continued to two steps, trains its second step as the reference run did."""
     interrupted = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", name="interrupted")
     run_and_close(interrupted)
-    from vlarl_trainer.rl.runner import resumed_config
-
     resumed = Trainer(resumed_config(str(interrupted.run_dir), ["runner.max_steps=2"]))
     run_and_close(resumed)
-    expected, got = read_metrics(straight.run_dir)[2], read_metrics(interrupted.run_dir)[2]
+    expected = read_metrics(reference_run)[2]
+    got = read_metrics(interrupted.run_dir)[2]
     for name, value in expected.items():
         if not name.startswith("time/"):
             assert got[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
 
 
-def test_evaluation_after_training_scores_the_saved_policy(tmp_path):
-    # The progress reward ends each return at the dense reward of the last state, so a return tells
-    # two policies apart where success alone (0 for both) would not.
-    progress = "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10, reward_mode: progress}"
-    trained = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", "eval.at_start=true",
-                           "actor.lr=1e-3", progress, name="trained")
-    results = run_and_close(trained)
-    checkpoint = trained.run_dir / "checkpoints" / "step_1" / "policy"
-    reloaded = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", "eval.at_start=true",
-                            f"policy.pretrained={checkpoint}", progress, name="reloaded")
-    saved_policy = run_and_close(reloaded)["before"]["metrics"]["eval/return"]
-    before, after = (results[key]["metrics"]["eval/return"] for key in ("before", "after"))
-    assert after != pytest.approx(before, abs=1e-6), "one update at lr 1e-3 should change the evaluated return"
-    assert after == pytest.approx(saved_policy, rel=1e-5, abs=1e-6)
-
-
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_two_actor_ranks_make_the_same_update_as_one(tmp_path, strategy):
-    # Some parameters have a zero true gradient (a key bias under softmax); Adam would turn their
-    # rounding noise into full steps of random sign, so a large eps keeps such noise inert.
-    adam = ["actor.adam_eps=1e-3", "actor.lr=1e-3"]
-    single = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
-                          "actor.micro_batch_size=2", *adam, name="single")
-    double = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.num_envs=4", "actor.global_batch_size=8",
-                          "actor.micro_batch_size=2", *adam, f"policy.pretrained={single.run_dir / 'initial_policy'}",
-                          "cluster.component_placement={env: 0, rollout: 0, actor: '0:0-1'}",
-                          f"actor.strategy={strategy}", name="double")
-    try:
-        assert len(double.actor) == 2
-        single.train_step(0)
-        double.train_step(0)
-        one = single.actor_weights()
-        two = double.actor_weights()  # FSDP: a gather every rank takes part in
-        if strategy == "ddp":
-            replica = ray.get(double.actor.workers[1].weights.remote())
-            assert all(torch.equal(replica[name], tensor) for name, tensor in two.items()), "DDP ranks drifted"
-        double.train_step(1)  # its weight sync goes through the same gather
-    finally:
-        single.close()
-        double.close()
-    initial = vlarl_policies_state(single.run_dir / "initial_policy")
-    moved = 0
-    for name, tensor in one.items():
-        torch.testing.assert_close(two[name], tensor, rtol=1e-4, atol=1e-6, msg=name)
-        moved += int(not torch.equal(tensor, initial[name]))
-    assert moved > len(one) // 2, "the update changed too few parameters to compare"
-
-
-def vlarl_policies_state(path):
-    import vlarl_policies
-
-    return vlarl_policies.from_pretrained(path).state_dict()
-
-
-def test_sft_and_rl_evaluation_score_a_checkpoint_alike(tmp_path):
-    """vlarl-sft's evaluation and vlarl-train's evaluation before RL are one evaluator: on the same
-    checkpoint and config they play the same episodes to the same returns."""
+@pytest.fixture(scope="module")
+def sft_then_rl(tmp_path_factory, ray_for_the_session):
+    """A 3-step SFT run on one demonstration (evaluated by vlarl-sft's evaluator), one RL step from its
+    checkpoint at a learning rate that moves the policy (evaluated before and after), and the RL step's
+    saved policy scored by vlarl-eval's evaluator. The dense reward makes every episode's return differ,
+    where success alone (0 for these policies) would not."""
     from vlarl_trainer.data import collect_demonstrations
+    from vlarl_trainer.rl.cluster import start_ray
+    from vlarl_trainer.rl.evaluation import evaluate_checkpoint
     from vlarl_trainer.sft.train import run_sft
 
-    collect_demonstrations("vlarl/MetaWorld-reach-v3", 1, tmp_path / "demos", image_size=64, horizon=10,
+    start_ray(None, num_cpus=2)
+    root = tmp_path_factory.mktemp("sft_then_rl")
+    collect_demonstrations("vlarl/MetaWorld-reach-v3", 1, root / "demos", image_size=64, horizon=10,
                            keep_failures=True)
     dense = ["env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10, reward_mode: dense}", "eval.episodes_per_task=3"]
-    sft = run_sft(load_config(["recipe=metaworld_10_ppo_openpi_tiny", *SMALL_RUN, *dense, f"dataset={tmp_path / 'demos'}",
-                               "sft.steps=3", "sft.warmup_steps=1", f"runner.output_dir={tmp_path}", "runner.name=sft"]))
-    trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", *dense, f"policy.pretrained={sft.checkpoint}",
-                           "eval.at_start=true", "runner.max_steps=1", name="rl")
-    before = run_and_close(trainer)["before"]
-    assert sft.evaluation["episodes"] == before["episodes"]
+    sft = run_sft(load_config(["recipe=metaworld_10_ppo_openpi_tiny", *SMALL_RUN, *dense, f"dataset={root / 'demos'}",
+                               "sft.steps=3", "sft.warmup_steps=1", f"runner.output_dir={root}", "runner.name=sft"]))
+    trainer = make_trainer(root, "metaworld_10_ppo_openpi_tiny", *dense, f"policy.pretrained={sft.checkpoint}",
+                           "eval.at_start=true", "runner.max_steps=1", "actor.lr=1e-3", name="rl")
+    rl = run_and_close(trainer)
+    saved = evaluate_checkpoint(trainer.config, trainer.run_dir / "checkpoints" / "step_1" / "policy")
+    return {"sft": sft.evaluation, "before": rl["before"], "after": rl["after"], "saved": saved}
+
+
+def test_sft_and_rl_evaluation_score_a_checkpoint_alike(sft_then_rl):
+    """vlarl-sft's evaluation and vlarl-train's evaluation before RL are one evaluator: on the same
+    checkpoint and config they play the same episodes to the same returns."""
+    sft, before = sft_then_rl["sft"], sft_then_rl["before"]
+    assert sft["episodes"] == before["episodes"]
     assert len(before["episodes"]) == 3 and len({episode["return"] for episode in before["episodes"]}) == 3
-    assert sft.evaluation["table"] == before["table"]
+    assert sft["table"] == before["table"]
+
+
+def test_evaluation_after_training_scores_the_saved_policy(sft_then_rl):
+    before, after = (sft_then_rl[key]["metrics"]["eval/return"] for key in ("before", "after"))
+    assert after != pytest.approx(before, abs=1e-6), "one update at lr 1e-3 should change the evaluated return"
+    assert after == pytest.approx(sft_then_rl["saved"]["metrics"]["eval/return"], rel=1e-5, abs=1e-6)
 
 
 def test_evaluation_on_another_env_scores_its_tasks_and_groups(tmp_path):

@@ -10,12 +10,9 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("mani_skill")
 
-from vlarl_trainer.rl.cluster import start_ray  # noqa: E402  (before ray: it configures Ray's start-up)
-
-import ray  # noqa: E402,I001
-from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.metrics import read_metrics  # noqa: E402
-from vlarl_trainer.rl.runner import Trainer  # noqa: E402
+from vlarl_trainer.config import load_config
+from vlarl_trainer.metrics import read_metrics
+from vlarl_trainer.rl.runner import Trainer
 
 SMALL_PUT_ON_PLATE = [
     "recipe=maniskill_ppo_openpi_tiny",
@@ -30,16 +27,12 @@ SMALL_PUT_ON_PLATE = [
     "runner.progress=false",
 ]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def embedded_ray():
-    start_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.usefixtures("embedded_ray"), pytest.mark.xdist_group("ray")]
 
 
 def train(tmp_path, *overrides) -> dict[int, dict]:
-    trainer = Trainer(load_config([*SMALL_PUT_ON_PLATE, f"runner.output_dir={tmp_path}", "runner.name=run", *overrides]))
+    trainer = Trainer(load_config([*SMALL_PUT_ON_PLATE, f"runner.output_dir={tmp_path}", "runner.name=run",
+                                   *overrides]))
     try:
         results = trainer.run()
     finally:

@@ -24,15 +24,15 @@ from vlarl_envs.testing import require_simulator
 
 require_simulator("metaworld")
 
-from vlarl_trainer.rl.cluster import free_port  # noqa: E402  (before ray: it configures Ray's start-up)
+import ray
 
-import ray  # noqa: E402,I001
-from vlarl_trainer.config import load_config  # noqa: E402
-from vlarl_trainer.metrics import read_metrics  # noqa: E402
-from vlarl_trainer.rl.runner import Trainer  # noqa: E402
-from vlarl_trainer.testing import SMALL_RUN  # noqa: E402
+from vlarl_trainer.config import load_config
+from vlarl_trainer.metrics import read_metrics
+from vlarl_trainer.rl.cluster import free_port
+from vlarl_trainer.rl.runner import Trainer
+from vlarl_trainer.testing import SMALL_RUN
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]
+pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 NODE_START_SECONDS = 120
 """How long each ``ray start`` has to bring its node up on a busy two-core machine."""
@@ -110,11 +110,12 @@ def two_nodes():
 
 
 def train_on_the_cluster(run_dir: str) -> dict:
-    """Join the cluster ``RAY_ADDRESS`` names with ``cluster.address=auto``, train two steps with one actor
-    rank per node, and say where the ranks ran."""
+    """Join the cluster ``RAY_ADDRESS`` names with ``cluster.address=auto``, train two steps with one FSDP2
+    actor rank per node (the second step's weights are gathered from both ranks for the rollout workers),
+    and say where the ranks ran."""
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", *SMALL_RUN, "runner.max_steps=2",
                           "cluster.address=auto", "cluster.component_placement={actor: '0:0-1'}",
-                          f"runner.output_dir={run_dir}", "runner.name=run"])
+                          "actor.strategy=fsdp", f"runner.output_dir={run_dir}", "runner.name=run"])
     trainer = Trainer(config)
     try:
         joined = {"gcs_address": ray.get_runtime_context().gcs_address, "nodes": len(ray.nodes()),

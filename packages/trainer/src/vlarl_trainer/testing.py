@@ -20,3 +20,7 @@ SMALL_RUN = [
     "eval.episodes_per_task=1",
     "runner.progress=false",
 ]
+
+REFERENCE_RUN = ["recipe=metaworld_10_ppo_openpi_tiny", *SMALL_RUN, "runner.max_steps=3", "runner.save_interval=1"]
+"""Three steps of SMALL_RUN with the tiny pi0 and a checkpoint after each: the unbroken run that tests of
+resuming and of faults compare theirs with (the trainer's tests train it once a session)."""

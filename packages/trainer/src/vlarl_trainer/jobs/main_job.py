@@ -96,11 +96,13 @@ def in_child_process(function: Callable[..., Any], *args: Any) -> Any:
 
 
 def reinforce(config: VlarlConfig) -> dict[str, Any]:
-    """``vlarl-train`` on the config: its results hold the ``before`` and ``after`` evaluation reports."""
+    """``vlarl-train`` on the config: its results hold the ``before`` and ``after`` evaluation reports. A Ray
+    the stage starts is shut down after it; one the caller started keeps running."""
     import ray
 
     from vlarl_trainer.rl.runner import Trainer
 
+    own_ray = not ray.is_initialized()
     try:
         trainer = Trainer(config)
         try:
@@ -108,7 +110,8 @@ def reinforce(config: VlarlConfig) -> dict[str, Any]:
         finally:
             trainer.close()
     finally:
-        ray.shutdown()
+        if own_ray:
+            ray.shutdown()
 
 
 def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any], after: dict[str, Any],
