@@ -135,14 +135,13 @@ def test_two_pipeline_stages_give_the_same_trajectories(reference_run):
             assert torch.equal(value, other), name
 
 
-def test_resume_continues_exactly(tmp_path, reference_run):
+def test_resume_continues_exactly(tmp_path, reference_metrics):
     """A finished one-step run, continued to two steps, trains its second step as the reference run did."""
     interrupted = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "runner.max_steps=1", name="interrupted")
     run_and_close(interrupted)
     resumed = Trainer(resumed_config(str(interrupted.run_dir), ["runner.max_steps=2"]))
     run_and_close(resumed)
-    expected = read_metrics(reference_run)[2]
-    got = read_metrics(interrupted.run_dir)[2]
+    expected, got = reference_metrics[2], read_metrics(interrupted.run_dir)[2]
     for name, value in expected.items():
         if not name.startswith("time/"):
             assert got[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
