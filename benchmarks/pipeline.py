@@ -48,7 +48,7 @@ def call_costs(runner: Trainer, repeats: int = 8) -> tuple[float, float]:
     env_times, act_times = [], []
     for _ in range(repeats + 2):
         start = time.perf_counter()
-        actions = ray.get(policy.act.remote((0, 0), observations, False))
+        actions = ray.get(policy.act.remote((0, 0), observations, "sample"))
         act_times.append(time.perf_counter() - start)
         start = time.perf_counter()
         observations = ray.get(env.step.remote(0, actions))
@@ -105,7 +105,7 @@ def main() -> None:
             for stages, runner in ((1, one), (2, two)):
                 options = training_options(runner.config, round_index, 0)
                 start = time.perf_counter()
-                run_episodes(runner.shards, options, args.chunk_steps, deterministic=False, seed=round_index)
+                run_episodes(runner.shards, options, args.chunk_steps, sampling="sample", seed=round_index)
                 elapsed = time.perf_counter() - start
                 if round_index > 0:  # the first round warms up both
                     rates[stages].append(args.num_envs * args.chunk_steps * args.action_chunk / elapsed)

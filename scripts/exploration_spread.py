@@ -74,7 +74,8 @@ def episode_ends(policy, task: str, episode_ids, samples: int, image_size: int =
             last_reward = np.zeros(samples + 1)
             for _ in range(horizon // chunk):
                 with torch.no_grad():
-                    steady = policy.act(policy_inputs(stack_observations(observations[:1])), deterministic=True).actions
+                    steady = policy.act(policy_inputs(stack_observations(observations[:1])), deterministic=True,
+                                        zero_start=True).actions
                     noisy = policy.act(policy_inputs(stack_observations(observations[1:])), generator=generator).actions
                 for index, (env, actions) in enumerate(zip(envs, torch.cat([steady, noisy]).numpy(), strict=True)):
                     observations[index], _, _, _, info = env.step(actions)

@@ -97,6 +97,19 @@ def test_deterministic_actions_are_exactly_the_centres_of_the_argmax_bins(make_t
             log_probs = policy.bin_log_probs(hidden)
         assert torch.equal(bins.flatten(1), log_probs.argmax(dim=-1))
         torch.testing.assert_close(policy.evaluate(first.forward_inputs).logprobs, first.logprobs, atol=1e-5, rtol=0)
+        assert torch.equal(policy.act(obs, deterministic=True, zero_start=True).actions, first.actions)
+
+
+@pytest.mark.parametrize("name", ["openvla", "openvla_oft"])
+def test_a_generator_per_row_samples_a_rows_tokens_independently_of_its_batch(make_tiny, make_obs, name):
+    policy = make_tiny(name, temperature=2.0)
+    obs = make_obs(4)
+    generators = lambda seeds: [torch.Generator().manual_seed(seed) for seed in seeds]  # noqa: E731
+    together = policy.act(obs, generator=generators([10, 11, 12, 13]))
+    alone = policy.act({key: value[2:] for key, value in obs.items()}, generator=generators([12, 13]))
+    assert torch.equal(alone.forward_inputs["action_tokens"], together.forward_inputs["action_tokens"][2:])
+    other = policy.act(obs, generator=generators([20, 21, 22, 23]))
+    assert not torch.equal(other.forward_inputs["action_tokens"], together.forward_inputs["action_tokens"])
 
 
 def test_sampling_is_reproducible_with_a_generator_and_varies_without(make_tiny, make_obs):

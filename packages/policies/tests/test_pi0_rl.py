@@ -86,17 +86,44 @@ def test_flow_sde_without_noise_is_the_ode_sampler(make_tiny, make_obs):
     assert torch.equal(out.logprobs, torch.zeros_like(out.logprobs))
 
 
-def test_deterministic_mode_is_deterministic(make_tiny, make_obs):
+def test_deterministic_mode_integrates_the_ode_from_drawn_start_noise(make_tiny, make_obs):
+    """RLinf's evaluation: no stochastic step and zero log-probs, from start noise drawn from the generator
+    (the same seed replays the same chunk, another seed gives another). ``zero_start`` starts from zeros,
+    the same chunk whatever the generator; sampling draws the step noise as well."""
     policy = make_tiny("pi05", noise_method="flow_noise")
     obs = make_obs(4)
-    first, second = policy.act(obs, deterministic=True), policy.act(obs, deterministic=True)
-    assert torch.equal(first.actions, second.actions)
+    seeded = lambda seed, **mode: policy.act(obs, generator=torch.Generator().manual_seed(seed), **mode)  # noqa: E731
+    first, again, other = (seeded(seed, deterministic=True) for seed in (0, 0, 1))
+    assert torch.equal(first.actions, again.actions) and not torch.allclose(first.actions, other.actions)
     assert torch.equal(first.logprobs, torch.zeros_like(first.logprobs))
     assert first.forward_inputs["denoise_inds"].shape == (4, 0)
-    stochastic = policy.act(obs)
+    assert first.forward_inputs["chains"][:, 0].abs().min() > 0
+    zero = [seeded(seed, deterministic=True, zero_start=True) for seed in (0, 1)]
+    assert torch.equal(zero[0].actions, zero[1].actions) and not torch.allclose(zero[0].actions, first.actions)
+    assert torch.equal(zero[0].forward_inputs["chains"][:, 0], torch.zeros_like(zero[0].forward_inputs["chains"][:, 0]))
+    stochastic = seeded(0)
     assert not torch.allclose(stochastic.actions, first.actions)
     evaluated = policy.evaluate(first.forward_inputs)
     torch.testing.assert_close(evaluated.values, first.values, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="zero_start=True needs deterministic=True"):
+        policy.act(obs, zero_start=True)
+
+
+@pytest.mark.parametrize("deterministic", [True, False], ids=["deterministic", "sample"])
+def test_a_generator_per_row_makes_a_rows_chunk_independent_of_its_batch(make_tiny, make_obs, deterministic):
+    """With one generator per env, an env's chunk depends on its own seed alone: acting for four envs at once
+    or for the last two alone gives those two the same chunks (to the rounding of other matrix shapes)."""
+    policy = make_tiny("pi0", noise_method="flow_sde")
+    obs = make_obs(4)
+    generators = lambda seeds: [torch.Generator().manual_seed(seed) for seed in seeds]  # noqa: E731
+    together = policy.act(obs, deterministic, generators([10, 11, 12, 13]))
+    alone = policy.act({key: value[2:] for key, value in obs.items()}, deterministic, generators([12, 13]))
+    torch.testing.assert_close(alone.actions, together.actions[2:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alone.forward_inputs["chains"], together.forward_inputs["chains"][2:],
+                               atol=1e-5, rtol=1e-5)
+    assert torch.equal(alone.forward_inputs["denoise_inds"], together.forward_inputs["denoise_inds"][2:])
+    with pytest.raises(ValueError, match="one generator per row of the batch: expected 4, got 2"):
+        policy.act(obs, deterministic, generators([1, 2]))
 
 
 def test_start_noise_scale_scales_the_chains_starting_point(make_tiny, make_obs):
@@ -205,7 +232,9 @@ def test_sft_loss_has_gradients_and_rejects_bad_actions(make_tiny, make_obs):
 def test_select_action_pops_a_chunk_step_by_step(make_tiny, make_obs):
     policy = make_tiny("pi0")
     obs = make_obs(2)
+    torch.manual_seed(5)  # the chunk's start noise comes from torch's global generator
     chunk = policy.predict_action_chunk(obs)
+    torch.manual_seed(5)
     popped = [policy.select_action(obs) for _ in range(CHUNK)]
     torch.testing.assert_close(torch.stack(popped, dim=1), chunk)
     policy.reset()

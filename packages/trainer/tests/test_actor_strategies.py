@@ -60,10 +60,11 @@ def synthetic_batch(policy) -> dict:
     with torch.no_grad():
         output = policy.act(observations(SAMPLES), generator=generator)
     noise = lambda *shape: torch.randn(*shape, generator=generator)  # noqa: E731
+    weights = torch.tensor([1.0, 0.5] * (SAMPLES // 2))
     return {"forward_inputs": output.forward_inputs,
             "old_logprobs": output.logprobs + 0.05 * noise(*output.logprobs.shape),
             "advantages": noise(SAMPLES), "returns": output.values + noise(SAMPLES), "old_values": output.values,
-            "weights": torch.tensor([1.0, 0.5] * (SAMPLES // 2))}
+            "weights": weights, "policy_weights": weights}
 
 
 def plans(world_size: int) -> dict[str, list]:

@@ -22,6 +22,8 @@ def rollout(T=4, B=4, C=2, A=3, done_at=(1, None, 3, None), success=(1, 0, 1, 0)
         "logprobs": torch.randn(T, B, C, A),
         "values": torch.randn(T + 1, B),
         "forward_inputs": {"states": torch.arange(T * B, dtype=torch.float32).reshape(T, B, 1)},
+        "tasks": ["reach"] * B,
+        "success_once": rewards.sum(0).numpy() > 0,
     }
 
 

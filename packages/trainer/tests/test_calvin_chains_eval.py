@@ -144,7 +144,8 @@ def test_a_chain_goes_on_while_its_tasks_succeed(calvin_run, oracle):
         assert 0.0 <= metrics[f"eval/chains/success_{k}"] <= 1.0
     assert metrics["eval/chains/average_length"] == sum(lengths) / 2
     assert 0.0 <= metrics["eval/chains/average_length"] <= 5.0
-    assert report_json(report)["chains"]["lengths"] == lengths
+    scored = report_json(report, config.eval.sampling)
+    assert scored["chains"]["lengths"] == lengths and scored["sampling"] == "deterministic"
 
 
 @pytest.mark.sim
@@ -167,8 +168,8 @@ def test_chains_play_in_rounds_of_the_envs_and_score_their_returns(monkeypatch):
     the chunk steps of five full tasks and stops once all have ended; a chain's return is its length."""
     calls = []
 
-    def play(shards, options, chunk_steps, **kwargs):
-        calls.append((options, chunk_steps, kwargs))
+    def play(shards, options, chunk_steps, sampling, **kwargs):
+        calls.append((options, chunk_steps, dict(kwargs, sampling=sampling)))
         return {"return": np.array([0.0 if idle else float(option["chain"] % 6)
                                     for option, idle in zip(options, kwargs["idle"])])}
 
@@ -180,7 +181,8 @@ def test_chains_play_in_rounds_of_the_envs_and_score_their_returns(monkeypatch):
     # two shards of two envs: a round's chains alternate between them (global envs 0, 2, 1, 3)
     assert [[option["chain"] for option in options] for options, _, _ in calls] == [[0, 2, 1, 3], [4, 4, 4, 4]]
     assert [kwargs["idle"] for _, _, kwargs in calls] == [[False] * 4, [False, True, True, True]]
-    assert all(steps == 5 * 72 and kwargs["stop_when_done"] and kwargs["deterministic"] for _, steps, kwargs in calls)
+    assert all(steps == 5 * 72 and kwargs["stop_when_done"] and kwargs["sampling"] == "deterministic"
+               for _, steps, kwargs in calls)
 
 
 def test_chains_need_a_calvin_evaluation_env(tmp_path, capsys):

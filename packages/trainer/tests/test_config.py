@@ -277,6 +277,10 @@ def test_bad_overrides(overrides, message):
         (["actor.micro_batch_size=70"], "multiple of micro_batch_size"),
         (["algorithm.name=a2c"], "algorithm.name"),
         (["algorithm.reward_scale=0"], "algorithm.reward_scale must be > 0, got 0"),
+        (["algorithm.target_kl=0"], "algorithm.target_kl must be None or > 0, got 0"),
+        (["eval.sampling=greedy"], r"eval.sampling must be one of \('deterministic', .*\), got 'greedy'"),
+        (["eval.also_sampling=[sample, mode]"], r"eval.also_sampling: every mode must be one of .*, got \['mode'\]"),
+        (["eval.also_sampling=[deterministic]"], "eval.also_sampling repeats eval.sampling"),
         (["algorithm.name=grpo", "algorithm.group_size=7"], "multiple of algorithm.group_size"),
         (["algorithm.name=grpo", "algorithm.normalize_per_task=true"], "needs algorithm.name=ppo .* got name='grpo'"),
         (["algorithm.normalize_advantages=false", "algorithm.normalize_per_task=true"],
@@ -325,6 +329,8 @@ def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
         assert (tree["recipe"], tree["job"]["size"], tree["actor"]["lr"]) == (
             "metaworld_10_ppo_openpi_tiny", "full", 3e-5)
         assert tree["collect"]["task_episodes"] == {"reach-v3": 5, "push-v3": 5, "pick-place-v3": 5}
+        assert (tree["algorithm"]["skip_no_signal"], tree["algorithm"]["target_kl"], tree["eval"]["sampling"]) == (
+            True, None, "deterministic")
     assert train_main(["--help"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("vlarl-train [recipe=<name>]")

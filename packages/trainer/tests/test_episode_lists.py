@@ -137,7 +137,7 @@ def fake_episodes(monkeypatch, success_of):
 
     played = []
 
-    def play(shards, options, chunk_steps, **kwargs):
+    def play(shards, options, chunk_steps, sampling, **kwargs):
         played.append([entry["task"] + ("(idle)" if idle else "") for entry, idle in zip(options, kwargs["idle"])])
         statistics = {name: [0.0] * len(options) for name in EPISODE_STATISTICS}
         return {**statistics, "tasks": [entry["task"] for entry in options],

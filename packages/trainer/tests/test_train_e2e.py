@@ -13,6 +13,7 @@ require_simulator("metaworld")
 
 from vlarl_trainer.config import load_config
 from vlarl_trainer.metrics import read_metrics as read_logged
+from vlarl_trainer.rl.evaluation import evaluate, evaluate_config, evaluation_options, format_table
 from vlarl_trainer.rl.rollout import run_episodes, start_inference_workers, worker_bundles
 from vlarl_trainer.rl.runner import Trainer, resumed_config, training_options
 from vlarl_trainer.rl.validation import validate
@@ -27,7 +28,8 @@ PPO_METRICS = {
     "rollout/advantages_mean", "rollout/returns_mean", "train/loss",
     "train/actor/policy_loss", "train/actor/approx_kl", "train/actor/clip_fraction", "train/actor/clipped_ratio",
     "train/actor/entropy_loss",
-    "train/actor/grad_norm", "train/actor/lr",
+    "train/actor/grad_norm", "train/actor/lr", "train/actor/early_stopped", "train/actor/update_fraction",
+    "rollout/groups_without_signal",
     "train/critic/value_loss", "train/critic/value_clip_ratio", "train/critic/explained_variance",
     "time/step", "time/generate_rollouts", "time/actor_training", "time/sync_weights",
 }
@@ -103,7 +105,8 @@ def test_grpo_two_steps(tmp_path):
 
 def test_two_pipeline_stages_give_the_same_trajectories(reference_run):
     """The same episodes played by one pipeline stage of four envs and by two stages of two, on env and
-    rollout workers holding the reference run's first policy."""
+    rollout workers holding the reference run's first policy, sampling as training does from a generator
+    per env (so a shard's draws do not depend on how many envs it holds)."""
     played = {}
     for stages in (1, 2):
         config = load_config([*REFERENCE_RUN, "env.num_envs=4", "actor.global_batch_size=8",
@@ -114,16 +117,18 @@ def test_two_pipeline_stages_give_the_same_trajectories(reference_run):
         try:
             assert (shards.stage_num, shards.envs_per_stage) == (stages, 4 // stages)
             played[stages] = run_episodes(shards, training_options(config, step=0, epoch=0), layout.chunk_steps,
-                                          deterministic=True, seed=1)
+                                          "sample", seed=1, episode_seeds=[7, 8, 9, 10])
         finally:
             shards.env.kill()
             shards.rollout.kill()
     first, second = played[1], played[2]
-    for name in ("rewards", "dones", "episode_len", "success_once"):
+    for name in ("dones", "episode_len", "success_once"):
         assert (first[name] == second[name]).all(), name
     # One act over 4 envs and two over 2 run the same math through differently shaped matrix
-    # products, so floats agree to rounding, not bit for bit.
+    # products, so floats agree to rounding, not bit for bit: the log-probs, and the dense rewards of
+    # states the actions' rounding moved.
     torch.testing.assert_close(first["logprobs"], second["logprobs"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(first["rewards"], second["rewards"], rtol=1e-3, atol=1e-3)
     for name, value in first["forward_inputs"].items():
         other = second["forward_inputs"][name]
         assert value.shape == other.shape, name
@@ -133,6 +138,31 @@ def test_two_pipeline_stages_give_the_same_trajectories(reference_run):
             assert (value.float() - other.float()).abs().mean() < 0.5, name
         else:
             assert torch.equal(value, other), name
+
+
+def test_evaluation_modes_differ_and_each_replays_bit_identically(reference_run):
+    """The reference run's first policy scored on the same four episodes in each ``eval.sampling`` mode: a
+    mode played twice gives the same episodes to the bit, the modes give different ones (the dense reward's
+    returns tell them apart), and a mode scored through ``eval.also_sampling`` is its split's ``_<mode>``."""
+    config = load_config([*REFERENCE_RUN, "env.num_envs=4", "actor.global_batch_size=8", "eval.episodes_per_task=4",
+                          "eval.also_sampling=[sample]"])
+    layout = validate(config)
+    shards = start_inference_workers(config, layout, str(reference_run / "initial_policy"), worker_bundles(layout))
+    options = evaluation_options(config)
+    try:
+        returns = {}
+        for mode in ("deterministic", "deterministic", "sample", "zero_start"):
+            report = evaluate(shards, options, layout.chunk_steps, seed=3, sampling=mode)
+            played = [episode["return"] for episode in report["episodes"]]
+            assert returns.setdefault(mode, played) == played, mode
+        assert len({tuple(played) for played in returns.values()}) == 3
+        both = evaluate_config(config, shards, layout.chunk_steps)
+    finally:
+        shards.env.kill()
+        shards.rollout.kill()
+    assert set(both["splits"]) == {"test", "test_sample"}
+    assert both["metrics"]["eval/test_sample/success_once"] == both["splits"]["test_sample"]
+    assert "success under eval.sampling=deterministic" in format_table(None, both, config.eval.sampling)
 
 
 def test_resume_continues_exactly(tmp_path, reference_metrics):

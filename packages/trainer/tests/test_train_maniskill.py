@@ -17,7 +17,7 @@ from vlarl_trainer.rl.runner import Trainer
 SMALL_PUT_ON_PLATE = [
     "recipe=maniskill_ppo_openpi_tiny",
     "env.max_steps=10",
-    "env.kwargs={obs_mode: rgb, image_size: 32, horizon: 10}",
+    "env.kwargs={obs_mode: rgb, image_size: 32, horizon: 10, reward_mode: dense}",  # dense: every step updates
     "rollout.rollout_epoch=1",
     "actor.micro_batch_size=2",
     "eval.at_start=false",

@@ -18,10 +18,12 @@ from vlarl_algos.masks import (
     normalize_advantages,
 )
 from vlarl_algos.ppo import aggregate_logprobs, entropy_loss, ppo_actor_loss, value_loss
+from vlarl_algos.signal import SIGNAL_TOLERANCE, groups_with_signal
 
 __version__ = _installed_version("vlarl-algos")
 
 __all__ = [
+    "SIGNAL_TOLERANCE",
     "aggregate_logprobs",
     "compute_gae",
     "compute_gae_reference",
@@ -32,6 +34,7 @@ __all__ = [
     "group_filter",
     "grpo_advantages",
     "grpo_scores",
+    "groups_with_signal",
     "length_normalized_weights",
     "masked_mean",
     "normalize_advantages",

@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from vlarl_policies.sampling import Generators
 from vlarl_policies.tokenizer import PromptTokenizer
 
 CONFIG_FILE = "config.json"
@@ -142,8 +143,19 @@ class VLAPolicy(nn.Module):
         return next(self.parameters()).device
 
     @abstractmethod
-    def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False) -> ActOutput:
-        """Sample an action chunk for a batch of observations (the env contract with a batch axis)."""
+    def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False, generator: Generators = None,
+            zero_start: bool = False) -> ActOutput:
+        """Sample an action chunk for a batch of observations (the env contract with a batch axis).
+
+        Args:
+            deterministic: the policy's evaluation mode instead of its exploration: a token policy's most
+                likely tokens, a flow policy's plain ODE from start noise drawn at random (as RLinf and
+                openpi evaluate).
+            generator: what the draws come from: torch's global generator (None), one generator, or one
+                per row, so that a row's draws do not depend on the rows it shares a batch with.
+            zero_start: with ``deterministic``, a flow policy's ODE from zero start noise, the same chunk
+                every time; a token policy has no start noise and ignores it.
+        """
 
     @abstractmethod
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
@@ -189,7 +201,8 @@ class VLAPolicy(nn.Module):
 
     @torch.no_grad()
     def predict_action_chunk(self, obs_batch: Mapping[str, Any]) -> Tensor:
-        """The deterministic chunk [B, C, A]: the actions of ``act(obs_batch, deterministic=True)``."""
+        """The evaluation chunk [B, C, A]: the actions of ``act(obs_batch, deterministic=True)`` (a flow policy
+        draws its start noise from torch's global generator, as LeRobot's pi0 does)."""
         return self.act(obs_batch, deterministic=True).actions
 
     @torch.no_grad()

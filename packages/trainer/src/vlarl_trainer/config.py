@@ -75,6 +75,15 @@ class AlgorithmConfig:
     advantages are zero, the other tasks' are normalized without it); the critic still fits its returns.
     A task the policy cannot yet solve pays only for the shaped reward's progress terms, which pull the
     shared weights towards motions that have not led to a success."""
+    skip_no_signal: bool = True
+    """A task group whose rewards are all one value (within ``vlarl_algos.SIGNAL_TOLERANCE``: a sparse reward
+    without a success, say) adds nothing to the policy loss; the critic still fits its returns. PPO's group
+    is the episodes of one task in one step, GRPO's its group of equal scores. A step in which no group has
+    signal changes only ``value_head.*``. With a sparse 0/1 reward this drops exactly the tasks
+    ``skip_unsolved_tasks`` drops; with a shaped or dense reward an unsolved task keeps its signal."""
+    target_kl: float | None = None
+    """Stop an update early once a minibatch measures an approximate KL from the rollout policy above this
+    (SB3's ``target_kl``): that minibatch and every later one and epoch are skipped. None: never."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantages and returns (RLinf's reward_coef): it keeps a
     dense simulator reward (MetaWorld pays up to 10 a step) in the value head's range."""
@@ -158,6 +167,10 @@ class ClusterConfig:
     episodes, before the run stops (0: the first death stops it)."""
 
 
+EVAL_SAMPLING_MODES = ("deterministic", "sample", "zero_start")
+"""The values of ``eval.sampling`` (``EvalConfig.sampling``)."""
+
+
 @dataclass
 class EvalConfig:
     interval: int = 0
@@ -179,6 +192,16 @@ class EvalConfig:
     checkpoint: str | None = None
     """vlarl-eval: the policy to score, as a run directory (its latest checkpoint), a checkpoint
     (``checkpoints/step_N``) or a ``save_pretrained`` directory such as an SFT checkpoint."""
+    sampling: str = "deterministic"
+    """How the evaluated policy acts: ``deterministic`` (RLinf's evaluation: OpenVLA's and OFT's most likely
+    tokens; pi0's and pi0.5's plain ODE from random start noise), ``sample`` (exactly as the training
+    rollouts sample: flow-SDE or flow-noise at the run's noise level, OpenVLA's temperature) or
+    ``zero_start`` (pi0's ODE from zero start noise, the deterministic mode before vlarl-trainer 0.28; token
+    policies: as ``deterministic``). Each episode draws from a generator seeded by the run's seed and the
+    episode, so an evaluation replays bit-identically."""
+    also_sampling: list[str] = field(default_factory=list)
+    """More modes to score the same episodes in, each split reported as ``<split>_<mode>`` beside the
+    split's own name, which keeps ``sampling``'s score (``[sample]`` adds ``test_sample``)."""
     calvin_chains: int = 0
     """vlarl-eval's, SFT's and training's evaluations on a CALVIN env: also play the first N of CALVIN's 1000
     five-task evaluation chains (``vlarl_envs.calvin.chains``) and report ``eval/chains/success_1..5`` and

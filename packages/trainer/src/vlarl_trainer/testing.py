@@ -3,7 +3,9 @@
     vlarl-train recipe=metaworld_10_ppo_openpi_tiny <SMALL_RUN ...> runner.max_steps=2
 
 Two envs of MetaWorld reach-v3 at 64 px play 10-step episodes (two chunk steps), one rollout epoch
-a step, in one pipeline stage; the update makes two passes of two micro-batches.
+a step, in one pipeline stage; the update makes two passes of two micro-batches. The reward is the
+simulator's dense one, so every step's episodes differ in reward and the policy updates (a sparse reward
+at random init gives groups without signal, which ``algorithm.skip_no_signal`` leaves out).
 """
 
 SMALL_RUN = [
@@ -12,7 +14,7 @@ SMALL_RUN = [
     "env.max_steps=10",
     "rollout.rollout_epoch=1",
     "rollout.pipeline_stage_num=1",
-    "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10}",
+    "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 10, reward_mode: dense}",
     "actor.global_batch_size=4",
     "actor.micro_batch_size=2",
     "actor.update_epoch=2",

@@ -22,6 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from vlarl_policies import sampling
+from vlarl_policies.sampling import Generators
+
 N_BINS = 256
 
 
@@ -76,13 +79,10 @@ def bin_log_probs(bin_logits: Tensor, temperature: float, top_k: int) -> Tensor:
     return F.log_softmax(scaled, dim=-1)
 
 
-def sample_bins(log_probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """One bin index per row of ``log_probs`` [..., n_bins], drawn on the generator's device."""
-    probs = log_probs.exp().flatten(0, -2)
-    if generator is not None:
-        probs = probs.to(generator.device)
-    drawn = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return drawn.to(log_probs.device).view(log_probs.shape[:-1])
+def sample_bins(log_probs: Tensor, generator: Generators = None) -> Tensor:
+    """One bin index per row of ``log_probs`` [B, ..., n_bins], drawn on the generators' device (one
+    generator, or one per row of B: ``vlarl_policies.sampling``)."""
+    return sampling.categorical(log_probs.exp(), generator)
 
 
 def categorical_entropy(log_probs: Tensor) -> Tensor:

@@ -27,6 +27,7 @@ from vlarl_policies.openvla.configuration_openvla import PRESETS, OpenVLAConfig
 from vlarl_policies.openvla.finetuning import apply_lora
 from vlarl_policies.openvla.inputs import ObservationEncoder, build_prompts, check_forward_inputs
 from vlarl_policies.openvla.prismatic import FusedVisionBackbone, Projector, llama_config, positions_from_mask
+from vlarl_policies.sampling import Generators
 from vlarl_policies.tokenizer import PromptTokenizer
 from vlarl_policies.value_head import ValueHead
 
@@ -169,9 +170,12 @@ class OpenVLAPolicy(VLAPolicy):
     # ----------------------------------------------------------------- RL interface
 
     @torch.no_grad()
-    def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False,
-            generator: torch.Generator | None = None) -> ActOutput:
-        """Sample a chunk: actions and log-probs [B, C, A], values or None, CPU forward_inputs."""
+    def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False, generator: Generators = None,
+            zero_start: bool = False) -> ActOutput:
+        """Sample a chunk: actions and log-probs [B, C, A], values or None, CPU forward_inputs.
+
+        ``deterministic`` takes the most likely token of every action dimension, with or without
+        ``zero_start`` (a flow policy's option: a token policy has no start noise)."""
         config = self.config
         inputs = self.observation_encoder(obs_batch)
         on_device = {key: value.to(self.device) for key, value in inputs.items()}
@@ -186,7 +190,7 @@ class OpenVLAPolicy(VLAPolicy):
             forward_inputs=forward_inputs,
         )
 
-    def sample_bins(self, inputs: Mapping[str, Tensor], deterministic: bool, generator: torch.Generator | None
+    def sample_bins(self, inputs: Mapping[str, Tensor], deterministic: bool, generator: Generators
                     ) -> tuple[Tensor, Tensor, Tensor]:
         """Bins [B, C * A], their log-probs [B, C * A] and the prompt's last hidden state [B, W].
 

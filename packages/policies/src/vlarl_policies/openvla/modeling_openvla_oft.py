@@ -24,6 +24,7 @@ from vlarl_policies.openvla import action_tokens
 from vlarl_policies.openvla.configuration_openvla import PRESETS, OpenVLAOFTConfig
 from vlarl_policies.openvla.modeling_openvla import OpenVLAPolicy
 from vlarl_policies.openvla.prismatic import ProprioProjector, bidirectional_mask, positions_from_mask
+from vlarl_policies.sampling import Generators
 
 
 class OpenVLAOFTPolicy(OpenVLAPolicy):
@@ -72,7 +73,7 @@ class OpenVLAOFTPolicy(OpenVLAPolicy):
         prompt_end = prefix.shape[1] - 1
         return hidden[:, prompt_end: prompt_end + count], hidden[:, prompt_end]
 
-    def sample_bins(self, inputs: Mapping[str, Tensor], deterministic: bool, generator: torch.Generator | None
+    def sample_bins(self, inputs: Mapping[str, Tensor], deterministic: bool, generator: Generators
                     ) -> tuple[Tensor, Tensor, Tensor]:
         """Bins [B, C * A], their log-probs [B, C * A] and the prompt's last hidden state [B, W], all drawn
         independently from one forward pass."""

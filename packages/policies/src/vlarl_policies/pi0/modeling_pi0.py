@@ -8,8 +8,10 @@ against the cached prefix. Which steps are stochastic depends on the config:
 - flow_noise: the step's std comes from a learned head; with ``joint_logprob`` every step is
   stochastic and the log-prob is the mean of the K + 1 log-densities (the initial noise included),
   RLinf's normalization of the joint density, which keeps its scale that of a single step.
-- flow_ode, or ``deterministic=True``: no stochastic step; log-probs are zero. Deterministic mode
-  also starts from zero noise, so it returns the same chunk every time.
+- flow_ode, or ``deterministic=True``: no stochastic step (the plain ODE); log-probs are zero. The start
+  noise is still drawn at random, as RLinf's and openpi's evaluations draw it, so a deterministic chunk
+  comes from the same start distribution the rollouts explore from; ``zero_start=True`` starts from zero
+  noise instead and returns the same chunk every time.
 
 The whole chain x_{t_0..t_K} [B, K + 1, H, D] and the stochastic step indices are stored in
 ``forward_inputs``; ``evaluate`` re-encodes the prefix and recomputes only those transitions.
@@ -24,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from vlarl_policies import sampling
 from vlarl_policies.base import ActOutput, EvalOutput, VLAPolicy
 from vlarl_policies.pi0 import flow
 from vlarl_policies.pi0.backbone import ActionExpert, PaliGemmaPrefix, PrefixCache
@@ -31,6 +34,7 @@ from vlarl_policies.pi0.configuration_pi0 import PRESETS, Pi0Config, Pi05Config
 from vlarl_policies.pi0.finetuning import apply_lora, freeze_vlm
 from vlarl_policies.pi0.inputs import FORWARD_INPUT_KEYS, ObservationEncoder, check_forward_inputs
 from vlarl_policies.pi0.noise_head import NoiseStdHead
+from vlarl_policies.sampling import Generators
 from vlarl_policies.tokenizer import PromptTokenizer
 from vlarl_policies.value_head import ValueHead
 
@@ -158,22 +162,27 @@ class Pi0Policy(VLAPolicy):
             return config.noise_level
         return flow.annealed_noise_level(*config.noise_params, self.global_step)
 
-    def _stochastic_steps(self, batch: int, deterministic: bool, generator: torch.Generator | None) -> Tensor:
+    def _stochastic_steps(self, batch: int, deterministic: bool, generator: Generators) -> Tensor:
         """int64 [B, n]: the steps sampled with noise (n = 0, 1 or K)."""
         config = self.config
         if deterministic or config.noise_method == "flow_ode":
             return torch.zeros((batch, 0), dtype=torch.long)
         if config.joint_logprob:
             return torch.arange(config.num_steps).expand(batch, -1).clone()
-        device = None if generator is None else generator.device
-        return torch.randint(0, config.num_steps, (batch, 1), generator=generator, device=device).cpu()
+        return sampling.integers(config.num_steps, (batch, 1), generator)
 
     # ----------------------------------------------------------------- RL interface
 
     @torch.no_grad()
-    def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False,
-            generator: torch.Generator | None = None) -> ActOutput:
-        """Sample a chunk: actions and log-probs [B, C, A], values [B] or None, CPU forward_inputs."""
+    def act(self, obs_batch: Mapping[str, Any], deterministic: bool = False, generator: Generators = None,
+            zero_start: bool = False) -> ActOutput:
+        """Sample a chunk: actions and log-probs [B, C, A], values [B] or None, CPU forward_inputs.
+
+        ``deterministic`` integrates the plain ODE from start noise drawn from ``generator``;
+        ``zero_start`` (with ``deterministic``) from zero noise. ``generator`` is one generator or one
+        per row of the batch (``vlarl_policies.sampling``)."""
+        if zero_start and not deterministic:
+            raise ValueError("zero_start=True needs deterministic=True: a sampled chunk starts from drawn noise")
         config = self.config
         inputs = self.observation_encoder(obs_batch)
         device = self.device
@@ -182,8 +191,8 @@ class Pi0Policy(VLAPolicy):
         shape = (batch, config.action_horizon, config.max_action_dim)
         stochastic_steps = self._stochastic_steps(batch, deterministic, generator)
         cache = self.encode_prefix(on_device, keep_hidden=self.value_head is not None and config.value_after_vlm)
-        x = (torch.zeros(shape, device=device) if deterministic
-             else config.start_noise_scale * _randn(shape, device, generator))
+        x = (torch.zeros(shape, device=device) if zero_start
+             else config.start_noise_scale * sampling.normal(shape, device, generator))
         noise_levels = torch.full((batch,), self.sampling_noise_level, device=device)
         chain, logprob, first_hidden = [x], torch.zeros(shape, device=device), None
         steps_on_device = stochastic_steps.to(device)
@@ -197,7 +206,7 @@ class Pi0Policy(VLAPolicy):
             if bool(noisy.any()):
                 mean, std = self.step_distribution(x, v, torch.full((batch,), step, device=device), hidden,
                                                    noise_levels)
-                sample = mean + std * _randn(shape, device, generator)
+                sample = mean + std * sampling.normal(shape, device, generator, only=noisy)
                 next_x = torch.where(noisy[:, None, None], sample, next_x)
                 step_logprob = flow.gaussian_logprob(next_x, mean, std)
                 logprob = logprob + torch.where(noisy[:, None, None], step_logprob, torch.zeros_like(step_logprob))
@@ -311,13 +320,6 @@ class Pi05Policy(Pi0Policy):
     name: ClassVar[str] = "pi05"
     config_class: ClassVar[type[Pi05Config]] = Pi05Config
     presets: ClassVar[dict[str, dict[str, Any]]] = PRESETS["pi05"]
-
-
-def _randn(shape: tuple[int, ...], device: torch.device, generator: torch.Generator | None) -> Tensor:
-    """Standard normal draws; with a generator, drawn on the generator's device and moved."""
-    if generator is None:
-        return torch.randn(shape, device=device)
-    return torch.randn(shape, generator=generator, device=generator.device).to(device)
 
 
 def _prior_logprob(noise: Tensor, scale: float) -> Tensor:

@@ -29,14 +29,14 @@ def collect(config: VlarlConfig, overrides: list[str]) -> None:
     print(f"\ndataset: {summary.path} ({summary.seconds:.0f} s)")
 
 
-def print_evaluation(report: dict) -> None:
-    """An evaluation report's table of single-task success, when it played episodes, and calvin's line for
-    the CALVIN chains, when it played them."""
+def print_evaluation(report: dict, sampling: str) -> None:
+    """An evaluation report's table of single-task success under ``sampling`` (``eval.sampling``), when it
+    played episodes, and calvin's line for the CALVIN chains, when it played them."""
     from vlarl_envs.calvin.chains import format_summary
     from vlarl_trainer.rl.evaluation import format_table
 
     if "eval/success_once" in report["metrics"]:
-        print(format_table(None, report))
+        print(format_table(None, report, sampling))
     if "chains" in report:
         print(f"CALVIN chains ({len(report['chains']['lengths'])}): {format_summary(report['chains']['summary'])}")
 
@@ -47,7 +47,7 @@ def sft(config: VlarlConfig, overrides: list[str]) -> None:
     result = run_sft(config)
     print(f"\nloss {result.first_loss:.4f} -> {result.final_loss:.4f} in {result.train_seconds:.0f} s")
     if result.evaluation is not None:
-        print_evaluation(result.evaluation)
+        print_evaluation(result.evaluation, config.eval.sampling)
     print(f"\ncheckpoint: {result.checkpoint}\ntensorboard: {result.run_dir / 'tensorboard'}\n"
           f"metrics: {result.run_dir / 'metrics.jsonl'}")
 
@@ -74,7 +74,7 @@ def train(config: VlarlConfig, overrides: list[str]) -> None:
     finally:
         ray.shutdown()
     if "after" in results:
-        print(format_table(results.get("before"), results["after"]))
+        print(format_table(results.get("before"), results["after"], config.eval.sampling))
     run_dir = Path(results["run_dir"])
     print(f"run: {run_dir}\ntensorboard: {run_dir / 'tensorboard'}\nmetrics: {run_dir / 'metrics.jsonl'}")
     videos = sorted((run_dir / "videos").rglob("*.mp4")) if (run_dir / "videos").exists() else []
@@ -113,7 +113,7 @@ def evaluate(config: VlarlConfig, overrides: list[str]) -> None:
         config = config_from_yaml(run_dir / "config.yaml", [o for o in overrides if not o.startswith("recipe=")])
     video_dir = policy_dir.parent / "eval_videos" if config.eval.video else None
     report = evaluate_checkpoint(config, policy_dir, video_dir)
-    print_evaluation(report)
+    print_evaluation(report, config.eval.sampling)
     headline = {k: v for k, v in report["metrics"].items() if "/" not in k[5:] or k.startswith("eval/chains/")}
     print(json.dumps(headline, indent=2))
 

@@ -117,8 +117,9 @@ def reinforce(config: VlarlConfig) -> dict[str, Any]:
 def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any], after: dict[str, Any],
                 sft_loss: dict[str, float], seconds: dict[str, float], paths: dict[str, Any],
                 resumed_from: int | None = None) -> dict[str, Any]:
-    """What results.json holds: the settings (the recipe, job size, seed and the user's overrides, so that a
-    record names every number its run changed, and the whole tree), success per task and split, per
+    """What results.json holds: the settings (the recipe, job size, seed, the evaluation's ``eval.sampling`` and
+    the user's overrides, so that a record names every number its run changed, and the whole tree), success
+    per task and split (``<split>_<mode>`` for a split ``eval.also_sampling`` scores in another mode), per
     group (the env family's: MetaWorld's difficulty, PutOnPlate's variation), the unweighted mean of each
     split's groups (RLinf's MT50 "Avg."), per split and, where CALVIN's chains were played, their success
     for 1 to 5 tasks in a row and average length before and after RL, the SFT loss at its first and last
@@ -138,6 +139,7 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
         "recipe": config.recipe,
         "job": config.job.size,
         "seed": config.runner.seed,
+        "sampling": config.eval.sampling,
         "overrides": list(overrides),
         "config": to_dict(config),
         "success": rows,
@@ -160,9 +162,10 @@ def write_json(path: Path, content: dict[str, Any]) -> None:
     os.replace(partial, path)
 
 
-def summary_text(before: dict[str, Any], after: dict[str, Any], paths: dict[str, Any]) -> str:
-    """The final table (success per task before and after RL, and the mean) and where to look next."""
-    lines = [format_table(before, after), ""]
+def summary_text(before: dict[str, Any], after: dict[str, Any], paths: dict[str, Any], sampling: str) -> str:
+    """The final table (success per task before and after RL under ``eval.sampling``, and the mean) and where
+    to look next."""
+    lines = [format_table(before, after, sampling), ""]
     lines += [f"tensorboard ({stage}): {path}" for stage, path in paths["tensorboard"].items()]
     lines.append(f"videos: {paths['videos']} ({len(paths['video_files'])} files)")
     lines.append(f"learning curve: {paths['learning_curve']}")
@@ -298,7 +301,7 @@ def continue_job(job_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], 
     results = job_results(config, state["overrides"], before, after, state["sft"]["loss"], seconds, paths,
                           resumed_from)
     write_json(job_dir / "results.json", results)
-    return results, summary_text(before, after, paths)
+    return results, summary_text(before, after, paths, config.eval.sampling)
 
 
 def describe_collection(config: VlarlConfig) -> str:

@@ -41,13 +41,19 @@ def solved_tasks(tasks: list[str | None], success: np.ndarray) -> set[str | None
 def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[dict[str, Any], dict[str, float]]:
     """Advantages and returns for every chunk step, flattened to the steps the loss keeps.
 
+    Two masks come out: ``weights`` says which steps the critic fits, ``policy_weights`` which ones the
+    policy loss (surrogate and entropy bonus) takes. They differ where a task group is left out of the
+    policy loss: it carries no signal (``algorithm.skip_no_signal``) or no success
+    (``algorithm.skip_unsolved_tasks``).
+
     Returns:
         ``(batch, metrics)``: ``batch`` holds ``forward_inputs`` {k: [N, ...]}, ``old_logprobs``
-        [N, C, A], ``advantages`` [N], ``returns`` [N] or None, ``old_values`` [N] or None and
-        ``weights`` [N] (the loss mask, length-normalized when asked).
+        [N, C, A], ``advantages`` [N], ``returns`` [N] or None, ``old_values`` [N] or None, ``weights``
+        [N] (the critic's loss mask, length-normalized when asked) and ``policy_weights`` [N].
     """
     rewards, dones, values = rollout["rewards"] * algorithm.reward_scale, rollout["dones"], rollout["values"]
     returns = None
+    metrics: dict[str, float] = {}
     if algorithm.name == "ppo":
         if values is None:
             raise ValueError("PPO needs a policy with a value head; set policy.kwargs.add_value_head or use GRPO")
@@ -55,13 +61,18 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
         advantages, returns = vlarl_algos.compute_gae(
             rewards, values, dones, gamma=algorithm.gamma, gae_lambda=algorithm.gae_lambda
         )
-        policy_mask, skipped = loss_mask, 0
+        labels = task_labels(rollout["tasks"], advantages.shape[0])
+        policy_mask = loss_mask
         if algorithm.skip_unsolved_tasks:
             solved = solved_tasks(rollout["tasks"], rollout["success_once"])
-            policy_mask = loss_mask & torch.tensor([task in solved for task in rollout["tasks"]]).expand_as(loss_mask)
-            skipped = len(set(rollout["tasks"]) - solved)
+            policy_mask = policy_mask & torch.tensor([task in solved for task in rollout["tasks"]]).expand_as(loss_mask)
+            metrics["rollout/skipped_tasks"] = len(set(rollout["tasks"]) - solved)
+        if algorithm.skip_no_signal:
+            with_signal = vlarl_algos.groups_with_signal(rewards, loss_mask, labels[0])
+            policy_mask = policy_mask & with_signal.expand_as(loss_mask)
+            metrics["rollout/groups_without_signal"] = share_without_signal(with_signal, labels[0])
         if algorithm.normalize_advantages:
-            groups = task_labels(rollout["tasks"], advantages.shape[0]) if algorithm.normalize_per_task else None
+            groups = labels if algorithm.normalize_per_task else None
             advantages = vlarl_algos.normalize_advantages(advantages, policy_mask, groups=groups)
         advantages = torch.where(policy_mask, advantages, torch.zeros_like(advantages))
     else:
@@ -73,9 +84,18 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
             leave_one_out=algorithm.leave_one_out,
             score_range=score_range,
         )
+        group_labels = torch.arange(rewards.shape[1]) // algorithm.group_size
+        if algorithm.skip_no_signal:
+            scores = vlarl_algos.grpo_scores(rewards, dones)[None]  # [1, B]: a group's signal is in its scores
+            every_score = torch.ones_like(scores, dtype=torch.bool)
+            with_signal = vlarl_algos.groups_with_signal(scores, every_score, group_labels)
+            loss_mask = loss_mask & with_signal.reshape((1, -1) + (1,) * (loss_mask.ndim - 2)).expand_as(loss_mask)
+            metrics["rollout/groups_without_signal"] = share_without_signal(with_signal, group_labels)
         kept_envs = loss_mask.reshape(loss_mask.shape[0], loss_mask.shape[1], -1)[0].any(-1)
-        groups_kept = float(kept_envs.reshape(-1, algorithm.group_size)[:, 0].double().mean())
+        metrics["rollout/groups_kept"] = float(kept_envs.reshape(-1, algorithm.group_size)[:, 0].double().mean())
+        policy_mask = loss_mask
     weights = vlarl_algos.length_normalized_weights(loss_mask) if algorithm.length_normalized else loss_mask.float()
+    policy_weights = weights * policy_mask.to(weights.dtype)
     keep = weights.flatten() > 0
     flat = lambda x: x.flatten(0, 1)[keep]  # noqa: E731  ([T, B, ...] -> kept [N, ...])
     batch = {
@@ -86,24 +106,27 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
         # GRPO has no critic to train, even when the policy carries a value head (a PPO checkpoint).
         "old_values": None if returns is None else flat(values[:-1]),
         "weights": flat(weights),
+        "policy_weights": flat(policy_weights),
     }
-    metrics = {
+    metrics.update({
         "rollout/advantages_mean": float(vlarl_algos.masked_mean(advantages, loss_mask)),
         "rollout/advantages_max": float(advantages[loss_mask].max()) if keep.any() else 0.0,
         "rollout/advantages_min": float(advantages[loss_mask].min()) if keep.any() else 0.0,
         "rollout/rewards": float(rewards.sum() / rewards.shape[1]),
         "rollout/valid_steps": int(keep.sum()),
-    }
-    if algorithm.skip_unsolved_tasks:
-        metrics["rollout/skipped_tasks"] = skipped
-    if algorithm.name == "grpo":  # with score_range [0.1, 0.9], the groups whose episodes ended differently
-        metrics["rollout/groups_kept"] = groups_kept
+    })
     if returns is not None:
         metrics["rollout/returns_mean"] = float(vlarl_algos.masked_mean(returns, loss_mask))
         metrics["train/critic/explained_variance"] = float(
             vlarl_algos.explained_variance(values[:-1], returns, loss_mask)
         )
     return batch, metrics
+
+
+def share_without_signal(with_signal: torch.Tensor, groups: torch.Tensor) -> float:
+    """The fraction of the distinct groups in ``groups`` [B] whose envs ``with_signal`` [B] marks False."""
+    signal_of_group = dict(zip(groups.tolist(), with_signal.tolist(), strict=True))
+    return 1.0 - sum(signal_of_group.values()) / len(signal_of_group)
 
 
 def minibatch_plan(

@@ -1,5 +1,9 @@
-"""Evaluation on a replayable episode list: fixed episode ids per task and split, deterministic
-actions, success per task and per split.
+"""Evaluation on a replayable episode list: fixed episode ids per task and split, actions chosen as
+``eval.sampling`` says, success per task and per split.
+
+Every episode draws from a generator of its own, seeded by the run's seed and the episode (its reset
+options), so an evaluation replays bit-identically, and an episode scores the same whichever envs,
+workers and rounds the list is spread over.
 
 The one evaluator of vlarl: the trainer runs ``evaluate`` on its own workers, and vlarl-eval and
 vlarl-sft run ``evaluate_checkpoint``, which starts the same env and rollout workers for a saved
@@ -9,6 +13,8 @@ the same workers, one chain per env (``add_calvin_chains``)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -76,13 +82,22 @@ def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
             for task in tasks]
 
 
+def episode_seed(seed: int, option: dict[str, Any]) -> int:
+    """The seed of an episode's own generator: a hash of the run's seed and the episode's reset options,
+    the same in every process (Python's ``hash`` of a string is not)."""
+    text = f"{seed}/{json.dumps(option, sort_keys=True, default=str)}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
+
+
 def evaluate(
     shards: Shards, options: list[dict[str, Any]], chunk_steps: int, seed: int, video_dir: Path | None = None,
     group_of: Callable[[str, str, int], str | None] | None = None, video_info: bool = True, progress: bool = False,
+    sampling: str = "deterministic",
 ) -> dict[str, Any]:
     """Play every listed episode (in rounds of the envs) and aggregate per split, task and group.
 
     Args:
+        sampling: how the policy acts (``eval.sampling``: ``deterministic``, ``sample`` or ``zero_start``).
         group_of: the env family's ``group(task, split, episode_id)`` (MetaWorld's difficulty,
             PutOnPlate's variation); None reports no groups.
         progress: show a bar over the rounds' chunk steps, with an ETA.
@@ -109,9 +124,10 @@ def evaluate(
             if video_dir is not None:
                 video_dir.mkdir(parents=True, exist_ok=True)
                 video_path = str(video_dir / f"round_{round_index:03d}.mp4")
-            results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=seed, keep_trajectories=False,
+            results = run_episodes(shards, padded, chunk_steps, sampling, seed=seed, keep_trajectories=False,
                                    video_path=video_path, video_info=video_info, on_chunk=lambda: bar.update(1),
-                                   idle=[index >= len(chunk) for index in range(num_envs)])
+                                   idle=[index >= len(chunk) for index in range(num_envs)],
+                                   episode_seeds=[episode_seed(seed, option) for option in padded])
             if results.get("video"):
                 videos.append(results["video"])
             for index, entry in enumerate(chunk):
@@ -143,8 +159,25 @@ def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video
     from vlarl_envs import family_of
 
     scored = evaluation_env(config)
-    return evaluate(shards, evaluation_options(scored), chunk_steps, config.runner.seed, video_dir,
-                    family_of(scored.env.id).group, config.runner.video_info, config.runner.progress)
+    options, group_of = evaluation_options(scored), family_of(scored.env.id).group
+    report = evaluate(shards, options, chunk_steps, config.runner.seed, video_dir, group_of,
+                      config.runner.video_info, config.runner.progress, config.eval.sampling)
+    for mode in config.eval.also_sampling:
+        other = evaluate(shards, options, chunk_steps, config.runner.seed, None, group_of,
+                         progress=config.runner.progress, sampling=mode)
+        add_other_sampling(report, other, mode)
+    return report
+
+
+def add_other_sampling(report: dict[str, Any], other: dict[str, Any], mode: str) -> None:
+    """Each split's success in ``other``, an evaluation of the same episodes under sampling ``mode``, joins
+    ``report`` as split ``<split>_<mode>`` (``splits`` and ``eval/<split>_<mode>/success_once``); the
+    report's own splits keep scoring the run's ``eval.sampling``."""
+    for split, rate in other["splits"].items():
+        if split == OOD_AVERAGE:
+            continue
+        report["splits"][f"{split}_{mode}"] = rate
+        report["metrics"][f"eval/{split}_{mode}/success_once"] = rate
 
 
 def with_ood_average(splits: dict[str, float]) -> dict[str, float]:
@@ -256,7 +289,7 @@ def add_calvin_chains(report: dict[str, Any], config: VlarlConfig, shards: Shard
 
 
 def play_calvin_chains(config: VlarlConfig, shards: Shards) -> dict[str, Any]:
-    """Play the first ``eval.calvin_chains`` evaluation chains with deterministic action chunks on the
+    """Play the first ``eval.calvin_chains`` evaluation chains, acting as ``eval.sampling`` says, on the
     evaluation env's workers (``shards``), one chain per env and as many at once as there are envs. A
     chain is one episode of the env (reset option ``chain``) and its return is the tasks it completed.
     The chains are CALVIN's, over all 34 tasks, whatever subset of them ``env.kwargs.tasks`` trains and
@@ -280,8 +313,9 @@ def play_calvin_chains(config: VlarlConfig, shards: Shards) -> dict[str, Any]:
             padded, idle = [batch[0]] * num_envs, [True] * num_envs
             for option, env in zip(batch, envs):
                 padded[env], idle[env] = option, False
-            results = run_episodes(shards, padded, chunk_steps, deterministic=True, seed=config.runner.seed,
-                                   keep_trajectories=False, idle=idle, stop_when_done=True)
+            results = run_episodes(shards, padded, chunk_steps, config.eval.sampling, seed=config.runner.seed,
+                                   keep_trajectories=False, idle=idle, stop_when_done=True,
+                                   episode_seeds=[episode_seed(config.runner.seed, option) for option in padded])
             lengths.extend(int(round(results["return"][env])) for env in envs)
             bar.update(len(batch))
     summary = summarize(lengths)
@@ -321,15 +355,15 @@ def resolve_policy(path: str | Path) -> tuple[Path, Path | None]:
     return policy, run_dir if path.parent.name == "checkpoints" and (run_dir / "config.yaml").is_file() else None
 
 
-def report_json(report: dict[str, Any]) -> dict[str, Any]:
-    """An evaluation report as JSON can hold it: the table as rows of split, task and success, and the
-    CALVIN chains' lengths and summary when it scored them."""
+def report_json(report: dict[str, Any], sampling: str) -> dict[str, Any]:
+    """An evaluation report as JSON can hold it: the ``eval.sampling`` mode it scored, the table as rows of
+    split, task and success, and the CALVIN chains' lengths and summary when it scored them."""
     rows = [{"split": split, "task": task, "success": rate} for (split, task), rate in sorted(report["table"].items())]
     groups = [{"split": split, "group": group, "success": rate}
               for (split, group), rate in sorted(report.get("groups", {}).items())]
     chains = {"chains": report["chains"]} if "chains" in report else {}
-    return {"metrics": report["metrics"], "table": rows, "groups": groups, "episodes": report.get("episodes", []),
-            **chains}
+    return {"sampling": sampling, "metrics": report["metrics"], "table": rows, "groups": groups,
+            "episodes": report.get("episodes", []), **chains}
 
 
 def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
@@ -353,11 +387,11 @@ def logged_evaluation(metrics_path: Path, step: int) -> dict[str, Any] | None:
     return {"metrics": metrics, "table": table, "groups": groups, "splits": splits}
 
 
-def format_table(before: dict | None, after: dict) -> str:
+def format_table(before: dict | None, after: dict, sampling: str | None = None) -> str:
     """A Markdown table of success per split and task, then per split and group and the mean of each
     split's groups, then each split's mean and the OOD average where there are several splits, then the
     mean over every episode, then CALVIN's chains where they were played: before and after, when both
-    exist."""
+    exist. With ``sampling`` (``eval.sampling``), a line above the table names the mode it scores."""
     nan = float("nan")
     rows = [(split, task, (before or {}).get("table", {}).get((split, task), nan), rate)
             for (split, task), rate in sorted(after["table"].items())]
@@ -380,4 +414,6 @@ def format_table(before: dict | None, after: dict) -> str:
     else:
         lines = ["| split | task | success |", "|---|---|---|"]
         lines += [f"| {split} | {label} | {rate:.2f} |" for split, label, _, rate in rows]
+    if sampling is not None:
+        lines = [f"success under eval.sampling={sampling}", "", *lines]
     return "\n".join(lines)

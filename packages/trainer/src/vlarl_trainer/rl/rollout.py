@@ -9,6 +9,7 @@ Global env index = (env worker rank * S + stage) * envs_per_stage + index in the
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,8 +45,12 @@ class Shards:
         """Envs over every shard: the global env axis."""
         return len(self.keys()) * self.envs_per_stage
 
+    def rollout_index(self, env_rank: int) -> int:
+        """The rank of the rollout worker that acts for env worker ``env_rank``'s shards."""
+        return env_rank % len(self.rollout)
+
     def rollout_worker(self, env_rank: int):
-        return self.rollout.workers[env_rank % len(self.rollout)]
+        return self.rollout.workers[self.rollout_index(env_rank)]
 
     def offset(self, key: tuple[int, int]) -> int:
         rank, stage = key
@@ -111,7 +116,7 @@ def play_episodes(
     shards: Shards,
     options: list[dict[str, Any]],
     chunk_steps: int,
-    deterministic: bool,
+    sampling: str,
     seed: int,
     keep_trajectories: bool = True,
     video_path: str | None = None,
@@ -119,12 +124,16 @@ def play_episodes(
     on_chunk: Callable[[], None] | None = None,
     idle: Sequence[bool] | None = None,
     stop_when_done: bool = False,
+    episode_seeds: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Play one episode on every env (``options[g]`` resets global env g) for ``chunk_steps`` chunks;
     ``on_chunk`` is called as each chunk step completes on every shard (a progress bar's tick).
     ``run_episodes`` is this with env workers that may die.
 
     Args:
+        sampling: how the policy acts, one of the rollout worker's ``SAMPLING_MODES``.
+        seed: seeds the rollout workers' generators (worker i: ``seed + 7919 * i``).
+        episode_seeds: per global env, the seed of a generator of its own (None: the workers' generators).
         idle: per global env, whether it sits the round out: it resets, but starts ended (None: all play).
         stop_when_done: stop before ``chunk_steps`` once every episode has ended, looking every
             ``DONE_CHECK_INTERVAL`` chunk steps (CALVIN's chains: up to 1800 steps, most end far sooner).
@@ -136,7 +145,12 @@ def play_episodes(
         [T + 1, B] or None). T is ``chunk_steps``, or fewer where ``stop_when_done`` stopped early.
     """
     keys = shards.keys()
-    shards.rollout.get([worker.begin.remote(seed + 7919 * index, keep_trajectories)
+    own_seeds: dict[int, dict[tuple[int, int], list[int]]] = defaultdict(dict)
+    if episode_seeds is not None:
+        for key in keys:
+            start = shards.offset(key)
+            own_seeds[shards.rollout_index(key[0])][key] = list(episode_seeds[start : start + shards.envs_per_stage])
+    shards.rollout.get([worker.begin.remote(seed + 7919 * index, keep_trajectories, own_seeds.get(index))
                         for index, worker in enumerate(shards.rollout.workers)])
     observations = {}
     for key in keys:
@@ -149,7 +163,7 @@ def play_episodes(
     stepped = []
     for step in range(1, chunk_steps + 1):
         for key in keys:
-            actions = shards.rollout_worker(key[0]).act.remote(key, observations[key], deterministic)
+            actions = shards.rollout_worker(key[0]).act.remote(key, observations[key], sampling)
             observations[key] = shards.env.workers[key[0]].step.remote(key[1], actions)
         if on_chunk is not None:
             stepped.append(list(observations.values()))

@@ -280,7 +280,8 @@ class Trainer:
                 seed = int(np.random.default_rng([config.runner.seed, step, epoch]).integers(2**31))
                 video = (self.video_dir / f"train_step_{step + 1}.mp4"
                          if epoch == 0 and self.records_video(step) else None)
-                epochs.append(run_episodes(self.shards, options, layout.chunk_steps, config.rollout.deterministic, seed,
+                sampling = "deterministic" if config.rollout.deterministic else "sample"
+                epochs.append(run_episodes(self.shards, options, layout.chunk_steps, sampling, seed,
                                            video_path=None if video is None else str(video),
                                            video_info=config.runner.video_info))
                 self.deadline.measured(time.perf_counter() - epoch_start)
@@ -424,7 +425,7 @@ def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 ACTOR_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "clipped_ratio", "entropy_loss", "entropy", "grad_norm",
-                 "lr", "ratio_mean", "ratio_min", "ratio_max", "dual_clip_fraction"}
+                 "lr", "ratio_mean", "ratio_min", "ratio_max", "dual_clip_fraction", "early_stopped", "update_fraction"}
 
 
 def train_metric_name(name: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from vlarl_trainer.config import ALGORITHMS, LR_SCHEDULES, PRECISIONS, STRATEGIES, VlarlConfig
+from vlarl_trainer.config import ALGORITHMS, EVAL_SAMPLING_MODES, LR_SCHEDULES, PRECISIONS, STRATEGIES, VlarlConfig
 from vlarl_trainer.rl.placement import parse_component_placement
 
 
@@ -150,6 +150,8 @@ def check_training(config: VlarlConfig) -> None:
     require(algorithm.name in ALGORITHMS, f"algorithm.name must be one of {ALGORITHMS}, got {algorithm.name!r}")
     require(actor.lr_schedule in LR_SCHEDULES,
             f"actor.lr_schedule must be one of {LR_SCHEDULES}, got {actor.lr_schedule!r}")
+    require(algorithm.target_kl is None or algorithm.target_kl > 0,
+            f"algorithm.target_kl must be None or > 0, got {algorithm.target_kl}")
     require(algorithm.reward_scale > 0, f"algorithm.reward_scale must be > 0, got {algorithm.reward_scale}")
     require(
         not algorithm.normalize_per_task or (algorithm.name == "ppo" and algorithm.normalize_advantages),
@@ -201,6 +203,17 @@ def check_cluster_limits(config: VlarlConfig) -> None:
             f"intact one before it), got {keep_last}")
 
 
+def check_eval_sampling(config: VlarlConfig) -> None:
+    """``eval.sampling`` and every mode of ``eval.also_sampling`` name a mode of ``EVAL_SAMPLING_MODES``."""
+    require(config.eval.sampling in EVAL_SAMPLING_MODES,
+            f"eval.sampling must be one of {EVAL_SAMPLING_MODES}, got {config.eval.sampling!r}")
+    unknown = [mode for mode in config.eval.also_sampling if mode not in EVAL_SAMPLING_MODES]
+    require(not unknown, f"eval.also_sampling: every mode must be one of {EVAL_SAMPLING_MODES}, got {unknown}")
+    require(config.eval.sampling not in config.eval.also_sampling,
+            f"eval.also_sampling repeats eval.sampling ({config.eval.sampling!r}), whose score the splits' own "
+            "names already hold")
+
+
 def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = False) -> Layout:
     """Check the config and return the derived layout; ``training=False`` checks only what an evaluation
     of a saved policy reads (env, policy, placement and episode length), not batch sizes or the algorithm.
@@ -210,6 +223,7 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
     if training:
         check_training(config)
     require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
+    check_eval_sampling(config)
     check_cluster_limits(config)
     placement = parse_component_placement(config.cluster.component_placement, placement_devices(config))
     check_policy(config, estimate_only)

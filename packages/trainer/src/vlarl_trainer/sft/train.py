@@ -172,7 +172,8 @@ def run_sft(config: VlarlConfig) -> SFTResult:
 
             evaluation = evaluate_checkpoint(config, checkpoint)
             log.log(config.sft.steps, evaluation["metrics"])
-            (run_dir / "eval.json").write_text(json.dumps(report_json(evaluation), indent=2) + "\n")
+            scored = report_json(evaluation, config.eval.sampling)
+            (run_dir / "eval.json").write_text(json.dumps(scored, indent=2) + "\n")
     finally:
         log.close()
     return SFTResult(run_dir, checkpoint, first_loss, final_loss, train_seconds, evaluation)

@@ -35,6 +35,11 @@ from vlarl_trainer.rl.workers import sharding
 from vlarl_trainer.rl.workers.policy_loading import load_policy
 from vlarl_trainer.rl.workers.process import WorkerProcess
 
+POLICY_LOSS_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "clipped_ratio", "ratio_mean", "ratio_min",
+                       "ratio_max", "dual_clip_fraction", "entropy", "entropy_loss"}
+"""The metrics of the policy loss: a micro-batch without policy weight (only groups without signal) measures
+none of them, and its zeros would dilute the others' means."""
+
 PARAMETER_DTYPES = {"fp32": torch.float32, "bf16-mixed": torch.float32, "bf16-pure": torch.bfloat16}
 """Per ``actor.precision``: the dtype of the trained parameters, and so of their gradients and AdamW moments."""
 
@@ -121,6 +126,7 @@ class ActorWorker(WorkerProcess):
         if self.world_size > 1 or self.sharded:
             os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
             backend = "nccl" if self.device.type == "cuda" else "gloo"
+            self.collective_device = torch.device("cuda") if backend == "nccl" else torch.device("cpu")
             dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
                                     timeout=timedelta(minutes=10))
         self.module = self._distribute(EvaluateModule(self.policy))
@@ -167,56 +173,117 @@ class ActorWorker(WorkerProcess):
     def train(self, batch: dict[str, Any], plan: list[list[list[torch.Tensor]]]) -> dict[str, float]:
         """Optimizer steps over ``plan``: per global batch, this rank's micro-batch index tensors.
 
+        A global batch without policy weight (every one of its samples from a group without signal)
+        steps the value head alone: the policy's parameters get no gradient, so AdamW leaves them as they
+        are, weight decay included. With ``algorithm.target_kl``, the first global batch whose approximate
+        KL from the rollout policy (measured before its step, over every rank) passes it is not applied,
+        nor is any later one; the LR schedule still advances past them, so it follows the training steps.
+
         Args:
             batch: flat samples: ``forward_inputs`` {k: [N, ...]}, ``old_logprobs`` [N, C, A],
-                ``advantages`` [N], ``returns`` [N], ``old_values`` [N] or None, ``weights`` [N].
+                ``advantages`` [N], ``returns`` [N], ``old_values`` [N] or None, ``weights`` [N] (the
+                critic's) and ``policy_weights`` [N] (the policy loss's).
             plan: ``plan[g][r]`` is the list of micro-batch indices of rank r in global batch g.
+
+        Returns:
+            Per metric, its mean over the micro-batches that measured it, and ``early_stopped`` (1 when
+            ``target_kl`` stopped the update, else 0) and ``update_fraction`` (the share of the planned
+            optimizer steps taken).
         """
         self._onload()
         totals: dict[str, float] = {}
-        count = 0
+        counts: dict[str, int] = {}
+        steps_taken, early_stopped = 0, False
         for global_batch in plan:
-            global_weight = float(sum(batch["weights"][idx].sum() for rank in global_batch for idx in rank))
+            critic_weight, policy_weight = (
+                float(sum(batch[name][idx].sum() for rank in global_batch for idx in rank))
+                for name in ("weights", "policy_weights")
+            )
             micro_batches = self._micro_batches(global_batch)
+            kl_and_weight = torch.zeros(2, dtype=torch.float64)
             for position, (indices, counted) in enumerate(micro_batches):
                 with self._gradient_sync(position == len(micro_batches) - 1):
-                    loss, metrics = self._micro_batch_loss(batch, indices, global_weight)
+                    loss, metrics = self._micro_batch_loss(batch, indices, critic_weight, policy_weight)
                     (loss if counted else loss * 0.0).backward()
                 if counted:
+                    own_policy_weight = float(batch["policy_weights"][indices].sum())
+                    if own_policy_weight > 0:
+                        kl_and_weight += torch.tensor([metrics["approx_kl"] * own_policy_weight, own_policy_weight],
+                                                      dtype=torch.float64)
                     for name, value in metrics.items():
-                        totals[name] = totals.get(name, 0.0) + value
-                    count += 1
+                        if own_policy_weight > 0 or name not in POLICY_LOSS_METRICS:
+                            totals[name] = totals.get(name, 0.0) + value
+                            counts[name] = counts.get(name, 0) + 1
+            if self._passes_target_kl(kl_and_weight):
+                early_stopped = True
+                self.optimizer.zero_grad(set_to_none=True)
+                break
+            if policy_weight == 0:
+                for parameter in self.optimizer.param_groups[0]["params"]:
+                    parameter.grad = None
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.actor.clip_grad)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
-            totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(grad_norm) * len(global_batch[self.rank])
+            steps_taken += 1
+            totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(grad_norm)
+            counts["grad_norm"] = counts.get("grad_norm", 0) + 1
+        for _ in range(len(plan) - steps_taken):
+            self.scheduler.step()
         self._offload()
-        metrics = {name: value / max(count, 1) for name, value in totals.items()}
+        metrics = {name: value / counts[name] for name, value in totals.items()}
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
+        metrics["early_stopped"] = float(early_stopped)
+        metrics["update_fraction"] = steps_taken / max(len(plan), 1)
         return metrics
 
-    def _micro_batch_loss(self, batch: dict[str, Any], indices: torch.Tensor, global_weight: float):
+    def _passes_target_kl(self, kl_and_weight: torch.Tensor) -> bool:
+        """Whether the global batch's approximate KL, the policy-weighted mean over every rank's micro-batches
+        (``kl_and_weight``: this rank's weighted sum and weight), is past ``algorithm.target_kl``. Every rank
+        reaches the same answer, so every rank stops at the same global batch."""
+        target = self.algorithm.target_kl
+        if target is None:
+            return False
+        if self.world_size > 1:
+            summed = kl_and_weight.to(self.collective_device)
+            dist.all_reduce(summed)
+            kl_and_weight = summed.cpu()
+        kl_sum, weight = kl_and_weight.tolist()
+        return weight > 0 and kl_sum / weight > target
+
+    def _micro_batch_loss(self, batch: dict[str, Any], indices: torch.Tensor, critic_weight: float,
+                          policy_weight: float):
+        """The micro-batch's loss scaled by its shares of the global batch's weights: the policy terms
+        (surrogate and entropy bonus) by its share of ``policy_weight``, the value term by its share of
+        ``critic_weight``."""
         algorithm = self.algorithm
         device = self.device
         forward_inputs = {k: v[indices].to(device) for k, v in batch["forward_inputs"].items()}
         weights = batch["weights"][indices].to(device)
+        policy_weights = batch["policy_weights"][indices].to(device)
         use_values = batch["old_values"] is not None
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.actor.precision != "fp32"):
             outputs = self.module(forward_inputs, compute_entropy=algorithm.entropy_coef > 0, compute_values=use_values)
         # The losses compare with fp32 targets (old log-probs, returns): bf16 outputs are widened first.
         logprobs, entropy, values = (None if output is None else output.float() for output in outputs)
-        actor_loss, metrics = vlarl_algos.ppo_actor_loss(
+        policy_loss, metrics = vlarl_algos.ppo_actor_loss(
             logprobs,
             batch["old_logprobs"][indices].to(device),
             batch["advantages"][indices].to(device),
-            loss_mask=weights,
+            loss_mask=policy_weights,
             clip_low=algorithm.clip_low,
             clip_high=algorithm.clip_high,
             dual_clip=algorithm.dual_clip,
             logprob_level=algorithm.logprob_level,
         )
-        loss = actor_loss
+        if entropy is not None and algorithm.entropy_coef > 0:
+            bonus, entropy_metrics = vlarl_algos.entropy_loss(
+                entropy, loss_mask=policy_weights, entropy_level=algorithm.logprob_level
+            )
+            policy_loss = policy_loss + algorithm.entropy_coef * bonus
+            metrics.update(entropy_metrics)
+        policy_share = float(policy_weights.sum()) / policy_weight if policy_weight > 0 else 0.0
+        loss, scaled = policy_loss, policy_loss * policy_share
         if use_values:
             returns = batch["returns"][indices].to(device)
             critic_loss, critic_metrics = vlarl_algos.value_loss(
@@ -229,17 +296,11 @@ class ActorWorker(WorkerProcess):
                 huber_delta=algorithm.huber_delta,
             )
             loss = loss + algorithm.value_coef * critic_loss
+            critic_share = float(weights.sum()) / max(critic_weight, 1e-12)
+            scaled = scaled + algorithm.value_coef * critic_loss * critic_share
             metrics.update(critic_metrics)
-        if entropy is not None and algorithm.entropy_coef > 0:
-            bonus, entropy_metrics = vlarl_algos.entropy_loss(
-                entropy, loss_mask=weights, entropy_level=algorithm.logprob_level
-            )
-            loss = loss + algorithm.entropy_coef * bonus
-            metrics.update(entropy_metrics)
         metrics["loss"] = loss.detach()
-        share = float(weights.sum()) / max(global_weight, 1e-12)
-        scaled = loss * share * self.world_size
-        return scaled, {name: float(value) for name, value in metrics.items()}
+        return scaled * self.world_size, {name: float(value) for name, value in metrics.items()}
 
     def _micro_batches(self, global_batch: list[list[torch.Tensor]]) -> list[tuple[torch.Tensor, bool]]:
         """This rank's ``(indices, counted)`` micro-batches of one global batch.

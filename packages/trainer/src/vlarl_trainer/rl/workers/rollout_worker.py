@@ -16,6 +16,16 @@ import torch
 from vlarl_trainer.rl.workers.policy_loading import load_policy
 from vlarl_trainer.rl.workers.process import WorkerProcess
 
+SAMPLING_MODES = {
+    "sample": {"deterministic": False},
+    "deterministic": {"deterministic": True},
+    "zero_start": {"deterministic": True, "zero_start": True},
+}
+"""How the policy picks its actions, as ``act``'s keywords: ``sample`` explores as the training rollouts do
+(flow-SDE or flow-noise at the run's noise level, OpenVLA's temperature); ``deterministic`` is RLinf's
+evaluation (the most likely tokens; pi0's plain ODE from random start noise); ``zero_start`` is pi0's ODE
+from zero start noise (the same chunk every time; token policies: as ``deterministic``)."""
+
 
 class RolloutWorker(WorkerProcess):
     def __init__(self, policy_path: str, threads: int) -> None:
@@ -25,6 +35,7 @@ class RolloutWorker(WorkerProcess):
         """Where the policy acts; ``offload`` parks it on the CPU in between."""
         self.version = -1
         self.generator = torch.Generator()
+        self.episode_generators: dict[Any, list[torch.Generator]] = {}
         self.buffers: dict[Any, dict[str, list]] = {}
         self.keep_outputs = True
 
@@ -51,18 +62,25 @@ class RolloutWorker(WorkerProcess):
         self.version = version
         return version
 
-    def begin(self, seed: int, keep_outputs: bool = True) -> None:
+    def begin(self, seed: int, keep_outputs: bool = True,
+              episode_seeds: dict[Any, list[int]] | None = None) -> None:
         """Start a rollout: fresh buffers and a sampling generator seeded for reproducibility. Without
         ``keep_outputs`` (an evaluation) the policy's outputs are not kept: a CALVIN chain's hundreds of
-        chunk steps would hold every step's images."""
+        chunk steps would hold every step's images. ``episode_seeds`` {shard key: one seed per env} gives
+        every env of those shards a generator of its own, so what an episode draws depends on its seed
+        alone, not on the envs it shares a batch with (an evaluation's episodes)."""
         self.generator.manual_seed(seed)
+        self.episode_generators = {key: [torch.Generator().manual_seed(s) for s in seeds]
+                                   for key, seeds in (episode_seeds or {}).items()}
         self.buffers = defaultdict(lambda: defaultdict(list))
         self.keep_outputs = keep_outputs
 
     @torch.no_grad()
-    def act(self, key: Any, obs: dict[str, Any], deterministic: bool = False) -> np.ndarray:
-        """Actions ``[n, C, A]`` for one shard; the outputs are kept under ``key``."""
-        output = self.policy.act(obs, deterministic=deterministic, generator=self.generator)
+    def act(self, key: Any, obs: dict[str, Any], sampling: str = "sample") -> np.ndarray:
+        """Actions ``[n, C, A]`` for one shard under a ``SAMPLING_MODES`` mode; the outputs are kept under
+        ``key``."""
+        output = self.policy.act(obs, generator=self.episode_generators.get(key, self.generator),
+                                 **SAMPLING_MODES[sampling])
         if not self.keep_outputs:
             return output.actions.numpy()
         buffer = self.buffers[key]
@@ -77,7 +95,7 @@ class RolloutWorker(WorkerProcess):
         """The value of the observation after the last step (GAE's ``values[T]``)."""
         if self.policy.value_head is None or not self.keep_outputs:
             return
-        output = self.policy.act(obs, deterministic=True, generator=self.generator)
+        output = self.policy.act(obs, deterministic=True, generator=self.episode_generators.get(key, self.generator))
         self.buffers[key]["values"].append(output.values)
 
     def trajectory(self, key: Any) -> dict[str, Any]:
