@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from vlarl_envs.testing import require_simulator
 
@@ -14,7 +15,7 @@ require_simulator("metaworld")
 from vlarl_trainer.config import load_config
 from vlarl_trainer.metrics import read_metrics as read_logged
 from vlarl_trainer.rl.evaluation import evaluate, evaluate_config, evaluation_options, format_table
-from vlarl_trainer.rl.rollout import run_episodes, start_inference_workers, worker_bundles
+from vlarl_trainer.rl.rollout import inference_placements, place_workers, run_episodes, start_inference_workers
 from vlarl_trainer.rl.runner import Trainer, resumed_config, training_options
 from vlarl_trainer.rl.validation import validate
 from vlarl_trainer.testing import REFERENCE_RUN, SMALL_RUN
@@ -103,6 +104,21 @@ def test_grpo_two_steps(tmp_path):
         assert metrics[step]["rollout/groups_kept"] == 1.0  # score_range=null keeps every group
 
 
+def test_a_step_without_success_under_the_sparse_reward_changes_only_the_value_head(tmp_path):
+    """No 10-step episode of the random tiny pi0 on reach-v3 succeeds (the seed fixes it), so the step has
+    no signal: its checkpoint differs from the run's initial policy in ``value_head.*`` alone."""
+    trainer = make_trainer(tmp_path, "metaworld_10_ppo_openpi_tiny", "env.kwargs.reward_mode=sparse",
+                           "runner.max_steps=1", "runner.save_interval=1")
+    run_dir = Path(run_and_close(trainer)["run_dir"])
+    metrics = read_metrics(run_dir)[1]
+    assert metrics["env/success_once"] == 0.0 and metrics["rollout/groups_without_signal"] == 1.0
+    assert "train/actor/policy_loss" not in metrics and math.isfinite(metrics["train/critic/value_loss"])
+    before = load_file(run_dir / "initial_policy" / "model.safetensors")
+    after = load_file(run_dir / "checkpoints" / "step_1" / "policy" / "model.safetensors")
+    changed = {name for name in before if not torch.equal(before[name], after[name])}
+    assert changed and all(name.startswith("value_head.") for name in changed), sorted(changed)[:5]
+
+
 def test_two_pipeline_stages_give_the_same_trajectories(reference_run):
     """The same episodes played by one pipeline stage of four envs and by two stages of two, on env and
     rollout workers holding the reference run's first policy, sampling as training does from a generator
@@ -113,7 +129,7 @@ def test_two_pipeline_stages_give_the_same_trajectories(reference_run):
                               f"rollout.pipeline_stage_num={stages}"])
         layout = validate(config)
         shards = start_inference_workers(config, layout, str(reference_run / "initial_policy"),
-                                         worker_bundles(layout))
+                                         place_workers(inference_placements(layout), config.cluster.start_timeout))
         try:
             assert (shards.stage_num, shards.envs_per_stage) == (stages, 4 // stages)
             played[stages] = run_episodes(shards, training_options(config, step=0, epoch=0), layout.chunk_steps,
@@ -147,7 +163,8 @@ def test_evaluation_modes_differ_and_each_replays_bit_identically(reference_run)
     config = load_config([*REFERENCE_RUN, "env.num_envs=4", "actor.global_batch_size=8", "eval.episodes_per_task=4",
                           "eval.also_sampling=[sample]"])
     layout = validate(config)
-    shards = start_inference_workers(config, layout, str(reference_run / "initial_policy"), worker_bundles(layout))
+    shards = start_inference_workers(config, layout, str(reference_run / "initial_policy"),
+                                     place_workers(inference_placements(layout), config.cluster.start_timeout))
     options = evaluation_options(config)
     try:
         returns = {}

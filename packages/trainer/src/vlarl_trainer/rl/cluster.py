@@ -8,19 +8,25 @@ processes sharing a device get a fraction of it.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayError, RayTaskError
-from ray.util.placement_group import placement_group
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from vlarl_trainer.rl.stopping import Abandon
 from vlarl_trainer.rl.workers.process import STACK_SIGNAL, stack_file
+
+GRACEFUL_EXIT_SECONDS = 5.0
+"""How long ``WorkerGroup.kill`` waits for its processes to finish their queued calls and exit
+(their atexit handlers run) before it ends the ones still there."""
 
 EMBEDDED_START_ATTEMPTS = 3
 """An embedded Ray node waits a fixed time for its helper processes; on a machine busy with
@@ -114,9 +120,10 @@ class WorkerGroup:
     Its calls wait at most ``deadline.seconds()``; ``identify`` learns where each process runs, which
     ``stacks`` needs; ``restart(rank)`` replaces one process with a new one built as the first was.
 
-    Without a placement group (no GPUs) a process takes no resources and Ray starts it on the driver's
-    node; ``spread`` puts the processes on the cluster's nodes in turn instead (``spread_over_nodes``),
-    which on one machine changes nothing."""
+    With a ``GpuPlacement`` a process takes its device's share of that device's GPU bundle. Without one
+    (no GPUs) a process takes no resources and Ray starts it on the driver's node; ``spread`` puts the
+    processes on the cluster's nodes in turn instead (``spread_over_nodes``), which on one machine changes
+    nothing."""
 
     def __init__(
         self,
@@ -124,7 +131,7 @@ class WorkerGroup:
         cls: type,
         processes: Sequence[tuple[int, ...]],
         init_args: Sequence[tuple[tuple, dict]],
-        bundles: Any | None,
+        gpus: GpuPlacement | None,
         deadline: Deadline | None = None,
         spread: bool = False,
     ) -> None:
@@ -132,19 +139,16 @@ class WorkerGroup:
         self.deadline = deadline
         if deadline is not None:
             deadline.groups.append(self)
-        sharing: dict[int, int] = {}
-        for devices in processes:
-            sharing[devices[0]] = sharing.get(devices[0], 0) + 1
         self.remote_cls = ray.remote(cls)
         self.specs: list[tuple[dict[str, Any], tuple, dict]] = []
         """Per rank: the actor options and constructor arguments it was built with."""
-        nodes = spread_over_nodes(len(processes)) if spread and bundles is None else None
+        nodes = spread_over_nodes(len(processes)) if spread and gpus is None else None
         for rank, (devices, (args, kwargs)) in enumerate(zip(processes, init_args)):
             options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1}
-            if bundles is not None:
-                options["num_gpus"] = len(devices) / sharing[devices[0]] if len(devices) == 1 else len(devices)
+            if gpus is not None:
+                options["num_gpus"] = gpus.gpus(devices)
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                    bundles, placement_group_bundle_index=devices[0]
+                    gpus.group, placement_group_bundle_index=devices[0]
                 )
             elif nodes is not None:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[rank], soft=False)
@@ -218,6 +222,11 @@ class WorkerGroup:
                     os.remove(stack_file(process[1]))
 
     def kill(self) -> None:
+        """End every process: first by asking it to exit once its queued calls are done, so its atexit
+        handlers run (log and coverage writers flush), then by force: a process still there after
+        ``GRACEFUL_EXIT_SECONDS`` (a hung one) is killed."""
+        exits = [worker.__ray_terminate__.remote() for worker in self.workers]
+        ray.wait(exits, num_returns=len(exits), timeout=GRACEFUL_EXIT_SECONDS)
         for worker in self.workers:
             ray.kill(worker, no_restart=True)
         self.forget_stack_files()
@@ -234,11 +243,73 @@ def spread_over_nodes(count: int) -> list[str]:
     return [nodes[index % len(nodes)] for index in range(count)]
 
 
-def gpu_bundles(num_devices: int):
-    """A placement group of one GPU per device, filled node by node."""
-    group = placement_group([{"GPU": 1, "CPU": 1}] * num_devices, strategy="PACK")
-    ray.get(group.ready())
-    return group
+GPU_FRACTION_STEP = 1e-4
+"""Ray keeps fractional GPU requests to four decimals; a device's shares are rounded down to it so
+that they never add up past one GPU."""
+
+
+def processes_per_device(placements: Iterable[Sequence[tuple[int, ...]]]) -> dict[int, int]:
+    """How many of the processes of every placement (one tuple of devices per process, as
+    ``placement.parse_placement`` gives) run on each device."""
+    counts: dict[int, int] = {}
+    for processes in placements:
+        for devices in processes:
+            for device in devices:
+                counts[device] = counts.get(device, 0) + 1
+    return counts
+
+
+def gpu_share(processes: int) -> float:
+    """The fraction of one GPU each of ``processes`` processes sharing it asks Ray for."""
+    return math.floor(1.0 / processes / GPU_FRACTION_STEP) * GPU_FRACTION_STEP
+
+
+@dataclass
+class GpuPlacement:
+    """A run's placement group of one GPU bundle per device, and how many of the run's processes, of every
+    worker group it starts, share each device: a process takes its device's share of the bundle's GPU, so
+    env, rollout, actor and evaluation workers placed on one device all start there."""
+
+    group: PlacementGroup
+    processes_per_device: dict[int, int]
+
+    def gpus(self, devices: tuple[int, ...]) -> float:
+        """The fraction of a GPU a process on ``devices`` (one device) asks for."""
+        return gpu_share(self.processes_per_device[devices[0]])
+
+    def remove(self) -> None:
+        """Give the bundles back to the cluster (the next run or evaluation places its own)."""
+        remove_placement_group(self.group)
+
+
+def place_on_gpus(placements: Mapping[str, Sequence[tuple[int, ...]]], timeout: float) -> GpuPlacement:
+    """The placement group for the worker groups ``placements`` names (role -> its processes' devices),
+    ready within ``timeout`` seconds, filled node by node.
+
+    Raises:
+        ValueError: a process spans several devices (a Ray actor holds GPUs of one bundle).
+        RuntimeError: the cluster cannot place the bundles in time; the message says what it has.
+    """
+    for role, processes in placements.items():
+        spanning = [devices for devices in processes if len(devices) > 1]
+        if spanning:
+            raise ValueError(f"cluster.component_placement: on GPUs each {role} process runs on one device, "
+                             f"got a process spanning devices {list(spanning[0])}; give {role} as many "
+                             f"processes as devices (e.g. '0-3') or several per device ('0:0-1')")
+    counts = processes_per_device(placements.values())
+    num_devices = 1 + max(counts)
+    group = placement_group([{"GPU": 1}] * num_devices, strategy="PACK")
+    try:
+        ray.get(group.ready(), timeout=timeout)
+    except GetTimeoutError:
+        remove_placement_group(group)
+        total, free = ray.cluster_resources(), ray.available_resources()
+        raise RuntimeError(
+            f"cluster.component_placement asks for {num_devices} GPUs (one bundle per device 0-{num_devices - 1}, "
+            f"shared by {sum(counts.values())} processes); the cluster has {total.get('GPU', 0):g} GPUs, "
+            f"{free.get('GPU', 0):g} of them free, and placed none within {timeout:g} s "
+            f"(cluster.start_timeout)") from None
+    return GpuPlacement(group, counts)
 
 
 def a_worker(role: str) -> str:

@@ -231,14 +231,14 @@ def evaluate_on_workers(config: VlarlConfig, layout: Any, policy_dir: str | Path
     import ray
 
     from vlarl_trainer.rl.cluster import Deadline, start_ray
-    from vlarl_trainer.rl.rollout import start_inference_workers, worker_bundles
+    from vlarl_trainer.rl.rollout import inference_placements, place_workers, start_inference_workers
 
     own_ray = not ray.is_initialized()
     start_ray(config.cluster.address, config.cluster.num_cpus)
-    shards = None
+    shards = gpus = None
     try:
-        shards = start_inference_workers(config, layout, str(policy_dir), worker_bundles(layout),
-                                         Deadline(config.cluster.call_timeout))
+        gpus = place_workers(inference_placements(layout), config.cluster.start_timeout)
+        shards = start_inference_workers(config, layout, str(policy_dir), gpus, Deadline(config.cluster.call_timeout))
         for group in (shards.env, shards.rollout):
             group.identify(config.cluster.start_timeout)
         if config.eval.episodes_per_task > 0 or not config.eval.calvin_chains:
@@ -252,6 +252,8 @@ def evaluate_on_workers(config: VlarlConfig, layout: Any, policy_dir: str | Path
         if shards is not None:
             shards.env.kill()
             shards.rollout.kill()
+        if gpus is not None:
+            gpus.remove()
         if own_ray:
             ray.shutdown()
 

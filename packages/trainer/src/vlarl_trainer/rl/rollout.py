@@ -10,7 +10,7 @@ Global env index = (env worker rank * S + stage) * envs_per_stage + index in the
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,15 @@ import numpy as np
 import torch
 
 from vlarl_trainer.progress import write
-from vlarl_trainer.rl.cluster import Deadline, WorkerFailure, WorkerGroup, gpu_bundles, gpu_count, wait_in_time
+from vlarl_trainer.rl.cluster import (
+    Deadline,
+    GpuPlacement,
+    WorkerFailure,
+    WorkerGroup,
+    gpu_count,
+    place_on_gpus,
+    wait_in_time,
+)
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
 DONE_CHECK_INTERVAL = 8
@@ -57,33 +65,37 @@ class Shards:
         return (rank * self.stage_num + stage) * self.envs_per_stage
 
 
-def worker_bundles(layout) -> list | None:
-    """The placement group's GPU bundles for a layout, or None on a machine without GPUs."""
-    from vlarl_trainer.rl.placement import device_count
+def place_workers(placements: Mapping[str, Sequence[tuple[int, ...]]], timeout: float) -> GpuPlacement | None:
+    """The GPU placement of every worker group a run starts (role -> its processes' devices; the shares of a
+    device count them all), ready within ``timeout`` seconds; None on a cluster without GPUs."""
+    return place_on_gpus(placements, timeout) if gpu_count() > 0 else None
 
-    return gpu_bundles(device_count(layout.placement)) if gpu_count() > 0 else None
+
+def inference_placements(layout) -> dict[str, list[tuple[int, ...]]]:
+    """The env and rollout processes' devices: what ``start_inference_workers`` starts."""
+    return {role: layout.placement[role] for role in ("env", "rollout")}
 
 
-def start_env_workers(config, layout, bundles: list | None, deadline: Deadline | None = None) -> WorkerGroup:
+def start_env_workers(config, layout, gpus: GpuPlacement | None, deadline: Deadline | None = None) -> WorkerGroup:
     """The env workers of ``env.*``, placed as ``cluster.component_placement`` says, their calls bound by
     ``deadline``."""
     from vlarl_trainer.rl.workers.env_worker import EnvWorker
 
     env_args = (config.env.id, config.env.kwargs, config.env.action_chunk, layout.envs_per_stage,
                 config.rollout.pipeline_stage_num)
-    return WorkerGroup("env", EnvWorker, layout.placement["env"], [(env_args, {})] * layout.env_workers, bundles,
+    return WorkerGroup("env", EnvWorker, layout.placement["env"], [(env_args, {})] * layout.env_workers, gpus,
                        deadline)
 
 
-def start_inference_workers(config, layout, policy_path: str, bundles: list | None,
+def start_inference_workers(config, layout, policy_path: str, gpus: GpuPlacement | None,
                             deadline: Deadline | None = None) -> Shards:
     """The env workers of ``env.*`` and the rollout workers holding the policy at ``policy_path``, placed
     as ``cluster.component_placement`` says: what training rollouts and every evaluation run on."""
     from vlarl_trainer.rl.workers.rollout_worker import RolloutWorker
 
-    env = start_env_workers(config, layout, bundles, deadline)
+    env = start_env_workers(config, layout, gpus, deadline)
     rollout = WorkerGroup("rollout", RolloutWorker, layout.placement["rollout"],
-                          [((policy_path, config.runner.torch_threads), {})] * layout.rollout_workers, bundles,
+                          [((policy_path, config.runner.torch_threads), {})] * layout.rollout_workers, gpus,
                           deadline)
     return Shards(env, rollout, config.rollout.pipeline_stage_num, layout.envs_per_stage,
                   config.cluster.max_env_restarts)

@@ -32,7 +32,7 @@ from vlarl_trainer.rl.evaluation import (
     logged_evaluation,
 )
 from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
-from vlarl_trainer.rl.rollout import Shards, run_episodes, start_env_workers, start_inference_workers, worker_bundles
+from vlarl_trainer.rl.rollout import Shards, place_workers, run_episodes, start_env_workers, start_inference_workers
 from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
 from vlarl_trainer.rl.validation import Layout, sampling_overrides, validate, validate_evaluation_env
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
@@ -141,6 +141,8 @@ class Trainer:
         self.restarts_logged = 0
         """Env worker replacements already counted in a step's ``env/restarts``."""
         self.reaper = None
+        self.gpus = None
+        """The run's GPU placement group (None without GPUs), given back at ``close``."""
         self.policy_path = policy_path
         """The saved policy the workers started from: the architecture of every weight the actor hands out."""
         self._start_workers(policy_path)
@@ -151,14 +153,17 @@ class Trainer:
         config, layout = self.config, self.layout
         start_ray(config.cluster.address, config.cluster.num_cpus)
         self.reaper = start_reaper()
-        bundles = worker_bundles(layout)
+        placements = dict(layout.placement)
+        if self.eval_layout is not layout:
+            placements["evaluation env"] = self.eval_layout.placement["env"]
+        self.gpus = place_workers(placements, config.cluster.start_timeout)
         self.deadline = Deadline(config.cluster.call_timeout)
-        self.shards = start_inference_workers(config, layout, policy_path, bundles, self.deadline)
+        self.shards = start_inference_workers(config, layout, policy_path, self.gpus, self.deadline)
         self.env, self.rollout = self.shards.env, self.shards.rollout
         self.eval_shards = self.shards
         if self.eval_layout is not layout:
             # Another env to score on: env workers of their own, acting through the same rollout workers.
-            eval_env = start_env_workers(evaluation_env(config), self.eval_layout, bundles, self.deadline)
+            eval_env = start_env_workers(evaluation_env(config), self.eval_layout, self.gpus, self.deadline)
             self.eval_shards = Shards(eval_env, self.rollout, config.rollout.pipeline_stage_num,
                                       self.eval_layout.envs_per_stage, config.cluster.max_env_restarts)
         world = layout.actor_workers
@@ -167,7 +172,7 @@ class Trainer:
                            * max(1, samples // config.actor.global_batch_size))
         actor_args = [((rank, world, None, None, policy_path, config.actor, config.algorithm,
                         optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
-        self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, bundles, self.deadline,
+        self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, self.gpus, self.deadline,
                                  spread=True)
         for group in self.groups:
             group.identify(config.cluster.start_timeout)
@@ -374,6 +379,9 @@ class Trainer:
         """Stop the workers and the orphan watcher (console scripts leave the watcher to end with them)."""
         for group in self.groups:
             group.kill()
+        if self.gpus is not None:
+            self.gpus.remove()
+            self.gpus = None
         if self.reaper is not None:
             stop_reaper(self.reaper)
 
