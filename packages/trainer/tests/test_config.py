@@ -287,6 +287,8 @@ def test_bad_overrides(overrides, message):
          "normalize_advantages=true, got .* normalize_advantages=False"),
         (["algorithm.name=grpo", "algorithm.skip_unsolved_tasks=true"], "needs algorithm.name=ppo, got 'grpo'"),
         (["runner.torch_threads=0"], "runner.torch_threads must be >= 1, got 0"),
+        (["actor.offload=true", "cluster.component_placement={env: 0, rollout: 0, actor: 0-1}"],
+         "actor.offload with actor.strategy=ddp .* got ddp on 2 ranks"),
         (["rollout.video_interval=-1"], "rollout.video_interval must be >= 0 .* got -1"),
         (["actor.torch_threads=0"], r"actor.torch_threads must be >= 1 or null \(runner.torch_threads\), got 0"),
         (["cluster.component_placement={critic: 1}"], "unknown component 'critic'"),

@@ -271,6 +271,12 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
             f"workers ({actor.micro_batch_size} x {actor_workers} = {per_rank})",
         )
         require(config.runner.max_steps >= 1, f"runner.max_steps must be >= 1, got {config.runner.max_steps}")
+        require(
+            not (actor.offload and actor.strategy == "ddp" and actor_workers > 1),
+            f"actor.offload with actor.strategy=ddp moves each rank's whole policy off the GPU between updates, "
+            f"which DDP's buckets cannot follow on several ranks: use actor.strategy=fsdp (its shards stay in CPU "
+            f"memory) or one actor rank, got ddp on {actor_workers} ranks",
+        )
     return Layout(
         placement=placement,
         envs_per_stage=env.num_envs // shards,

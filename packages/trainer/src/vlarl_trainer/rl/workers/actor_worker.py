@@ -32,7 +32,7 @@ import vlarl_algos
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig
 from vlarl_trainer.rl.cluster import free_port
 from vlarl_trainer.rl.workers import sharding
-from vlarl_trainer.rl.workers.policy_loading import load_policy
+from vlarl_trainer.rl.workers.policy_loading import load_policy, worker_device
 from vlarl_trainer.rl.workers.process import WorkerProcess
 
 POLICY_LOSS_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "clipped_ratio", "ratio_mean", "ratio_min",
@@ -98,13 +98,16 @@ class ActorWorker(WorkerProcess):
         self.enable_stack_dumps()
         self.rank, self.world_size = rank, world_size
         self.actor, self.algorithm = actor, algorithm
-        self.policy = load_policy(policy_path, threads).train()
+        # FSDP2 widens and shards the policy on the CPU and moves each shard unit's part to the device as it
+        # shards it, so the device never holds the whole policy in fp32.
+        sharded = actor.strategy == "fsdp"
+        self.policy = load_policy(policy_path, threads, on_device=not sharded).train()
         if actor.gradient_checkpointing:
             self.policy.set_gradient_checkpointing(True)
         self.saved_dtypes = {name: tensor.dtype for name, tensor in self.policy.state_dict().items()}
         """The dtype of every state dict entry as the policy was saved: what leaves the actor is cast back."""
         cast_parameters(self.policy, PARAMETER_DTYPES[actor.precision])
-        self.device = self.policy.device
+        self.device = worker_device()
         self.total_optimizer_steps = total_optimizer_steps
         if master_addr is not None:
             self.join(master_addr, master_port)
@@ -128,7 +131,8 @@ class ActorWorker(WorkerProcess):
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             self.collective_device = torch.device("cuda") if backend == "nccl" else torch.device("cpu")
             dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
-                                    timeout=timedelta(minutes=10))
+                                    timeout=timedelta(minutes=10),
+                                    device_id=self.device if backend == "nccl" else None)
         self.module = self._distribute(EvaluateModule(self.policy))
         groups = self.policy.parameter_groups()
         self.optimizer = torch.optim.AdamW(
