@@ -224,8 +224,8 @@ def test_results_json_and_the_final_table(tmp_path):
     assert config_from_dict(saved["config"]) == config
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
 
-    text = summary_text(before, after, paths)
-    assert "| test | push-v3 | 0.20 | 0.60 |" in text
+    text = summary_text(before, after, paths, "deterministic")
+    assert "success under eval.sampling=deterministic" in text and "| test | push-v3 | 0.20 | 0.60 |" in text
     assert "| test | group hard | 0.20 | 0.60 |" in text
     assert "| test | mean of groups | 0.10 | 0.40 |" in text
     assert "| all | mean | 0.10 | 0.40 |" in text

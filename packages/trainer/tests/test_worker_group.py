@@ -41,7 +41,7 @@ def wait_gone(pid: int, seconds: float = 30.0) -> bool:
 
 
 def start_group(folder: Path, size: int) -> WorkerGroup:
-    group = WorkerGroup("marks", MarksItsExit, [(0,)] * size, [((str(folder),), {})] * size, bundles=None)
+    group = WorkerGroup("marks", MarksItsExit, [(0,)] * size, [((str(folder),), {})] * size, gpus=None)
     group.identify(timeout=60)
     return group
 
