@@ -82,8 +82,9 @@ class AlgorithmConfig:
     signal changes only ``value_head.*``. With a sparse 0/1 reward this drops exactly the tasks
     ``skip_unsolved_tasks`` drops; with a shaped or dense reward an unsolved task keeps its signal."""
     target_kl: float | None = None
-    """Stop an update early once a minibatch measures an approximate KL from the rollout policy above this
-    (SB3's ``target_kl``): that minibatch and every later one and epoch are skipped. None: never."""
+    """Stop an update early once a global batch (one optimizer step, SB3's minibatch) measures, before its
+    step and over every rank, an approximate KL from the rollout policy above this (SB3's ``target_kl``):
+    that batch and every later one and epoch are skipped. None: never."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before advantages and returns (RLinf's reward_coef): it keeps a
     dense simulator reward (MetaWorld pays up to 10 a step) in the value head's range."""

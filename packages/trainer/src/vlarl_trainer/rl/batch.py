@@ -84,8 +84,8 @@ def build_batch(rollout: dict[str, Any], algorithm: AlgorithmConfig) -> tuple[di
             leave_one_out=algorithm.leave_one_out,
             score_range=score_range,
         )
-        group_labels = torch.arange(rewards.shape[1]) // algorithm.group_size
         if algorithm.skip_no_signal:
+            group_labels = torch.arange(rewards.shape[1]) // algorithm.group_size
             scores = vlarl_algos.grpo_scores(rewards, dones)[None]  # [1, B]: a group's signal is in its scores
             every_score = torch.ones_like(scores, dtype=torch.bool)
             with_signal = vlarl_algos.groups_with_signal(scores, every_score, group_labels)

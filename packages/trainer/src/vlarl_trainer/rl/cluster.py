@@ -21,6 +21,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+from vlarl_trainer.rl.placement import device_count
 from vlarl_trainer.rl.stopping import Abandon
 from vlarl_trainer.rl.workers.process import STACK_SIGNAL, stack_file
 
@@ -297,7 +298,7 @@ def place_on_gpus(placements: Mapping[str, Sequence[tuple[int, ...]]], timeout: 
                              f"got a process spanning devices {list(spanning[0])}; give {role} as many "
                              f"processes as devices (e.g. '0-3') or several per device ('0:0-1')")
     counts = processes_per_device(placements.values())
-    num_devices = 1 + max(counts)
+    num_devices = device_count(placements)
     group = placement_group([{"GPU": 1}] * num_devices, strategy="PACK")
     try:
         ray.get(group.ready(), timeout=timeout)

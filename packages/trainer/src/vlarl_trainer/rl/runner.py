@@ -35,7 +35,7 @@ from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, place_workers, run_episodes, start_env_workers, start_inference_workers
 from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
 from vlarl_trainer.rl.validation import Layout, sampling_overrides, validate, validate_evaluation_env
-from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+from vlarl_trainer.rl.workers.actor_worker import POLICY_LOSS_METRICS, ActorWorker
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.run_dirs import new_run_dir
 
@@ -432,8 +432,7 @@ def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:
             for task in sorted(set(tasks)) if task}
 
 
-ACTOR_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "clipped_ratio", "entropy_loss", "entropy", "grad_norm",
-                 "lr", "ratio_mean", "ratio_min", "ratio_max", "dual_clip_fraction", "early_stopped", "update_fraction"}
+ACTOR_METRICS = POLICY_LOSS_METRICS | {"grad_norm", "lr", "early_stopped", "update_fraction"}
 
 
 def train_metric_name(name: str) -> str:

@@ -98,10 +98,13 @@ class ActorWorker(WorkerProcess):
         self.enable_stack_dumps()
         self.rank, self.world_size = rank, world_size
         self.actor, self.algorithm = actor, algorithm
+        self.sharded = actor.strategy == "fsdp"
+        """Whether FSDP2 wraps the policy: it shards parameters, gradients and optimizer state over the
+        ranks and, with ``actor.offload``, keeps them in CPU memory, one rank included (a published-size
+        policy then trains on one GPU that could not hold its fp32 weights and AdamW state)."""
         # FSDP2 widens and shards the policy on the CPU and moves each shard unit's part to the device as it
         # shards it, so the device never holds the whole policy in fp32.
-        sharded = actor.strategy == "fsdp"
-        self.policy = load_policy(policy_path, threads, on_device=not sharded).train()
+        self.policy = load_policy(policy_path, threads, on_device=not self.sharded).train()
         if actor.gradient_checkpointing:
             self.policy.set_gradient_checkpointing(True)
         self.saved_dtypes = {name: tensor.dtype for name, tensor in self.policy.state_dict().items()}
@@ -122,10 +125,6 @@ class ActorWorker(WorkerProcess):
         ranks), then wrap the policy for them and build the optimizer. Every rank is called at once: the
         rendezvous waits for all of them."""
         actor = self.actor
-        self.sharded = actor.strategy == "fsdp"
-        """Whether FSDP2 wraps the policy: it shards parameters, gradients and optimizer state over the
-        ranks and, with ``actor.offload``, keeps them in CPU memory, one rank included (a published-size
-        policy then trains on one GPU that could not hold its fp32 weights and AdamW state)."""
         if self.world_size > 1 or self.sharded:
             os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
             backend = "nccl" if self.device.type == "cuda" else "gloo"

@@ -75,12 +75,15 @@ class RolloutWorker(WorkerProcess):
         self.buffers = defaultdict(lambda: defaultdict(list))
         self.keep_outputs = keep_outputs
 
+    def _generators(self, key: Any) -> torch.Generator | list[torch.Generator]:
+        """What shard ``key`` draws from: its envs' own generators, or the rollout's shared one."""
+        return self.episode_generators.get(key, self.generator)
+
     @torch.no_grad()
     def act(self, key: Any, obs: dict[str, Any], sampling: str = "sample") -> np.ndarray:
         """Actions ``[n, C, A]`` for one shard under a ``SAMPLING_MODES`` mode; the outputs are kept under
         ``key``."""
-        output = self.policy.act(obs, generator=self.episode_generators.get(key, self.generator),
-                                 **SAMPLING_MODES[sampling])
+        output = self.policy.act(obs, generator=self._generators(key), **SAMPLING_MODES[sampling])
         if not self.keep_outputs:
             return output.actions.numpy()
         buffer = self.buffers[key]
@@ -95,7 +98,7 @@ class RolloutWorker(WorkerProcess):
         """The value of the observation after the last step (GAE's ``values[T]``)."""
         if self.policy.value_head is None or not self.keep_outputs:
             return
-        output = self.policy.act(obs, deterministic=True, generator=self.episode_generators.get(key, self.generator))
+        output = self.policy.act(obs, deterministic=True, generator=self._generators(key))
         self.buffers[key]["values"].append(output.values)
 
     def trajectory(self, key: Any) -> dict[str, Any]:
