@@ -74,7 +74,7 @@ def ppo_batch(policy_path: str, space: spaces.Dict, samples: int, micro_batch: i
     return {"forward_inputs": forward_inputs, "old_logprobs": logprobs,
             "advantages": torch.randn(samples, generator=generator),
             "returns": torch.randn(samples, generator=generator), "old_values": values,
-            "weights": torch.ones(samples)}
+            "weights": torch.ones(samples), "policy_weights": torch.ones(samples)}
 
 
 def measure(recipe: str, overrides: list[str], policy_path: str, batch: dict, args) -> str:

@@ -29,7 +29,8 @@ import torch
 
 from vlarl_envs.splats.backends import make_rasterizer
 from vlarl_envs.splats.camera import PinholeCamera
-from vlarl_envs.splats.scene import SceneRenderer, SplatScene
+from vlarl_envs.splats.gaussians import Gaussians
+from vlarl_envs.splats.scene import RigidBody, SceneRenderer, SplatScene
 
 SIZES = (64, 128, 224)
 BATCHES = (1, 16, 64)
@@ -79,7 +80,9 @@ def export_scenes(path: str, frames: int, every: int) -> None:
 
 
 def load_scenes(path: str) -> tuple[torch.Tensor, dict[int, tuple[SplatScene, PinholeCamera]]]:
-    payload = torch.load(path, weights_only=False)
+    """The cached scenes, unpickling nothing but tensors, containers and the splat dataclasses."""
+    with torch.serialization.safe_globals([SplatScene, RigidBody, Gaussians, PinholeCamera]):
+        payload = torch.load(path, weights_only=True)
     scenes = {}
     for size in SIZES:
         entry = payload[size]

@@ -38,6 +38,24 @@ def test_the_readme_python_runs():
     assert namespace["again"].logprobs.shape == namespace["out"].logprobs.shape == (1, chunk, 4)
 
 
+@pytest.mark.sim
+def test_the_readme_python_as_a_script_exits_without_a_traceback(tmp_path):
+    """As a new user runs it: the blocks joined in order as one script, rendering through EGL, and nothing
+    printed at interpreter exit (MuJoCo's renderers freed before their display goes)."""
+    import os
+    import subprocess
+    import sys
+
+    from vlarl_envs.testing import require_simulator
+
+    require_simulator("metaworld")
+    script = tmp_path / "quick_start.py"
+    script.write_text("\n".join(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("page", DOCS, ids=lambda page: str(page.relative_to(ROOT)))
 def test_relative_links_resolve(page):
     for target in LINK.findall(page.read_text()):

@@ -29,12 +29,15 @@ def uv() -> str:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> dict[str, Path]:
+    """Each package's wheel as a registry builds it: the sdist first, then the wheel from the sdist alone."""
     out = tmp_path_factory.mktemp("wheels")
-    subprocess.run([uv(), "build", "--all-packages", "--wheel", "--out-dir", str(out)], cwd=ROOT, check=True,
-                   capture_output=True)
+    built = subprocess.run([uv(), "build", "--all-packages", "--out-dir", str(out)], cwd=ROOT, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
     found = {}
     for package in PACKAGES:
         (wheel,) = out.glob(f"vlarl_{package}-*.whl")
+        assert len(list(out.glob(f"vlarl_{package}-*.tar.gz"))) == 1
         found[package] = wheel
     return found
 
@@ -68,6 +71,8 @@ def test_each_package_declares_the_metadata_pip_shows(package):
     meta = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     assert meta["license"] == "MIT"
     for licence in meta["license-files"]:
+        # A real file: an sdist cannot carry a link that points outside it.
+        assert not (root / licence).is_symlink()
         assert (root / licence).read_text() == (ROOT / "LICENSE").read_text()
     assert (root / meta["readme"]).is_file() and meta["authors"] and meta["keywords"]
     assert {"Homepage", "Documentation", "Repository", "Issues", "Changelog"} <= set(meta["urls"])

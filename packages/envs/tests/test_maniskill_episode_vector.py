@@ -19,7 +19,7 @@ KWARGS = {"image_size": 32, "horizon": 7, "action_chunk": 3, "reward_mode": "sha
 
 
 def batched(**kwargs):
-    return ManiSkillEpisodeVectorEnv("PutOnPlate", PUT_ON_PLATE, 1, sim_backend="physx_cpu", **{**KWARGS, **kwargs})
+    return ManiSkillEpisodeVectorEnv("PutOnPlate", PUT_ON_PLATE, 1, sim_backend="cpu", **{**KWARGS, **kwargs})
 
 
 @pytest.mark.parametrize("options", [{"episode_id": 3, "split": "train"}, {"episode_id": 3, "split": "vision"}])

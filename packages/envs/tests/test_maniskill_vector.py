@@ -22,7 +22,7 @@ PUT_ON_PLATE = "vlarl/ManiSkill-PutOnPlate-v0"
 def batched_cpu():
     """The batched env on ManiSkill's CPU backend, where one sub-scene is the limit: it runs
     the same code as the GPU path, minus the device."""
-    env = ManiSkillBatchedEnv("PutOnPlate", PUT_ON_PLATE, 1, obs_mode="state", horizon=3, sim_backend="physx_cpu")
+    env = ManiSkillBatchedEnv("PutOnPlate", PUT_ON_PLATE, 1, obs_mode="state", horizon=3, sim_backend="cpu")
     yield env
     env.close()
 
@@ -66,7 +66,7 @@ def test_batched_shaped_and_progress_rewards_pay_the_rise_of_the_dense_reward():
     for mode in ("dense", "shaped", "progress"):
         env = ManiSkillBatchedEnv(
             "PickCube", PICK_CUBE, 1, obs_mode="state", horizon=6, action_chunk=2, reward_mode=mode,
-            sim_backend="physx_cpu", seed=0,
+            sim_backend="cpu", seed=0,
         )
         env.reset(options={"episode_id": 0})
         steps = [env.step(chunk) for chunk in actions]
@@ -87,7 +87,7 @@ def test_batched_shaped_and_progress_rewards_pay_the_rise_of_the_dense_reward():
 
 def test_batched_action_chunks_and_bad_actions():
     env = ManiSkillBatchedEnv("PickCube", PICK_CUBE, 1, obs_mode="state", horizon=3, action_chunk=2,
-                              reward_mode="dense", sim_backend="physx_cpu")
+                              reward_mode="dense", sim_backend="cpu")
     assert env.action_space.shape == (1, 2, 7)
     env.reset(options={"episode_id": 0})
     _, rewards, _, _, info = env.step(np.zeros((1, 2, 7), np.float32))

@@ -185,3 +185,12 @@ def test_record_video_writes_readable_mp4_and_never_overwrites(tmp_path, counter
     run_episode(again)
     assert again.written == [tmp_path / "episode-00002.mp4"]
     assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_record_video_leaves_a_file_another_writer_made_meanwhile(tmp_path, counter_env):
+    env = RecordVideo(RewardMode(counter_env(horizon=3), "sparse"), tmp_path)
+    (tmp_path / "episode-00000.mp4").write_bytes(b"another env's video")
+    run_episode(env)
+    assert env.written == [tmp_path / "episode-00001.mp4"] and len(imageio.mimread(env.written[0])) == 4
+    assert (tmp_path / "episode-00000.mp4").read_bytes() == b"another env's video"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episode-00000.mp4", "episode-00001.mp4"]

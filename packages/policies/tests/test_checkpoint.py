@@ -92,7 +92,8 @@ def test_published_layout_lands_on_the_right_parameters(tmp_path, make_obs, name
     write_checkpoint(tmp_path / "ckpt", layout)
     policy = load_tiny(tmp_path / "ckpt", name)
     source = layout.paligemma_with_expert
-    vision = source.paligemma.model.vision_tower.vision_model
+    tower = source.paligemma.model.vision_tower
+    vision = getattr(tower, "vision_model", tower)  # transformers 5's SiglipVisionModel holds its layers itself
     pairs = [
         (vision.embeddings.patch_embedding.weight,
          policy.vlm.vision_tower.vision_model.embeddings.patch_embedding.weight),

@@ -367,3 +367,53 @@ def test_the_run_starts_from_a_copy_that_samples_as_asked(tmp_path):
     assert initial_policy(config, None, tmp_path / "run", []) == start
     same = load_config(["recipe=metaworld_10_ppo_openpi_tiny", f"policy.pretrained={start}"])
     assert initial_policy(same, None, tmp_path / "other", []) == start
+
+
+@pytest.mark.parametrize("name", ["../escape", "nested/run", "/tmp/elsewhere", ".."])
+def test_run_names_that_leave_the_output_dir_are_refused_before_anything_is_written(tmp_path, capsys, name):
+    from vlarl_trainer.cli.commands import main_job_main, sft_main, train_main
+
+    output_dir = tmp_path / "runs" / "out"
+    for main in (train_main, sft_main, main_job_main):
+        code = main(["recipe=metaworld_10_ppo_openpi_tiny", f"runner.output_dir={output_dir}", f"runner.name={name}"])
+        message = capsys.readouterr().err.strip()
+        assert code == 2 and "\n" not in message and "runner.name" in message and repr(name) in message
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == []
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ("policy.pretrained=/nonexistent/sft", "policy.pretrained=/nonexistent/sft: expected a saved policy directory"),
+    ("runner.logger=[mlflow]", "runner.logger: unknown backend(s) ['mlflow']"),
+    ("eval.splits=[nosuch]", "eval.splits: vlarl/MetaWorld-MT10-v3 has no split(s) ['nosuch']"),
+])
+def test_settings_checkable_without_ray_stop_vlarl_train_before_ray_starts(tmp_path, capsys, monkeypatch, setting,
+                                                                          named):
+    from vlarl_trainer.cli.commands import train_main
+    from vlarl_trainer.rl import runner
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr(runner, "start_ray", no_ray)
+    code = train_main(["recipe=metaworld_10_ppo_openpi_tiny", f"runner.output_dir={tmp_path / 'runs'}", setting])
+    message = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in message and named in message and "Ray was started" not in message
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unreachable_cluster_address_ends_in_one_line_within_seconds(tmp_path, capsys):
+    import socket
+    import time
+
+    from vlarl_trainer.cli.commands import train_main
+
+    with socket.socket() as held:  # a port of this host that nothing listens on
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+    start = time.monotonic()
+    code = train_main(["recipe=metaworld_10_ppo_openpi_tiny", f"runner.output_dir={tmp_path / 'runs'}",
+                       f"cluster.address=127.0.0.1:{port}"])
+    message = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in message and time.monotonic() - start < 60
+    assert f"cluster.address=127.0.0.1:{port}: no Ray cluster answers there" in message
+    assert not (tmp_path / "runs").exists()

@@ -382,6 +382,7 @@ def test_a_stopped_stage_is_set_aside_and_never_reused(tmp_path):
 
 def test_rl_stage_continues_from_its_checkpoint_or_starts_again(tmp_path):
     from vlarl_trainer.config import to_yaml
+    from vlarl_trainer.rl import checkpoint as checkpoints
 
     config = rl_stage_start(job("demo"), tmp_path)
     assert rl_stage_config(tmp_path, config) == (config, None)
@@ -392,8 +393,13 @@ def test_rl_stage_continues_from_its_checkpoint_or_starts_again(tmp_path):
     assert rl_stage_config(tmp_path, config) == (config, None)
     assert not rl.exists() and (tmp_path / "rl-interrupted-1" / "checkpoints" / "step_5").exists()
 
-    (rl / "checkpoints" / "step_5").mkdir(parents=True)
-    (rl / "checkpoints" / "step_5" / "trainer_state.json").write_text('{"step": 5}')
+    def save(directory):
+        (directory / "policy").mkdir()
+        (directory / "policy" / "config.json").write_text("{}")
+        (directory / "actor_state.pt").write_bytes(b"state")
+
+    rl.mkdir()
+    checkpoints.write_checkpoint(rl, 5, save, {})
     (rl / "config.yaml").write_text(to_yaml(config))
     resumed, step = rl_stage_config(tmp_path, config)
     assert step == 5 and resumed.resume == str(rl) and resumed.runner.max_steps == config.runner.max_steps

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vlarl_trainer.progress import progress_bar
+from vlarl_trainer.run_dirs import write_atomically
 
 LOGGERS = ("tensorboard", "wandb")
 
@@ -92,6 +93,4 @@ def truncate_metrics(path: Path, last_step: int) -> None:
     if not path.exists():
         return
     kept = [line for line in metric_lines(path) if line["step"] <= last_step]
-    partial = path.with_suffix(".partial")
-    partial.write_text("".join(json.dumps(line) + "\n" for line in kept))
-    os.replace(partial, path)
+    write_atomically(path, "".join(json.dumps(line) + "\n" for line in kept))

@@ -85,6 +85,7 @@ class GSEnv(gym.Env):
         asset_settings: dict | None = None,
         splat_decimation: int | None = None,
         splat_renderers: LookRenderers | None = None,
+        sim_backend: str = "auto",
     ) -> None:
         """
         Args:
@@ -107,8 +108,11 @@ class GSEnv(gym.Env):
                 than build: envs of one process then hold one copy of the splats (GSEnv's episode
                 vector env does this); splat_backend, capture, asset_settings and
                 splat_decimation are then those it was built with.
+            sim_backend: "auto" or "cpu" (ManiSkill's CPU physics: each GSEnv simulates one scene, and
+                the GPU renders the splats), or "gpu" (ManiSkill's GPU physics for this one scene).
         """
         from vlarl_envs.gsenv.simulator import build_task
+        from vlarl_envs.maniskill.backend import resolve_sim_backend
         from vlarl_envs.splats.backends import BACKENDS
 
         check_obs_mode(obs_mode)
@@ -133,7 +137,8 @@ class GSEnv(gym.Env):
         self.renderer = renderer
         self._check_split_renders(split)
         camera_size = self.image_shape[:2]
-        self.task = build_task("rgb" if renderer == "maniskill" and self._renders() else "state", camera_size)
+        self.task = build_task("rgb" if renderer == "maniskill" and self._renders() else "state", camera_size,
+                               resolve_sim_backend(env_id, sim_backend, batched=False))
         self.splat_renderer = None
         self._look_renderers = None
         if renderer == "gaussian" and self._renders():

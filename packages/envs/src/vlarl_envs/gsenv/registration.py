@@ -25,7 +25,7 @@ def make_gsenv(
         reward_mode, action_chunk, video_dir: see ``vlarl_envs.stack.wrap_contract``.
         **env_kwargs: ``vlarl_envs.gsenv.env.GSEnv`` arguments (obs_mode, image_size, horizon,
             terminate_on_success, split, render_mode, renderer, splat_backend, capture,
-            asset_settings).
+            asset_settings, splat_decimation, sim_backend).
     """
     from vlarl_envs.gsenv.env import GSEnv
 

@@ -114,7 +114,7 @@ def make_gsenv_vec(
         obs_mode, image_size, splat_backend, capture, asset_settings, splat_decimation: as for
             one GSEnv.
         **env_kwargs: the other single-env arguments (horizon, terminate_on_success, split,
-            reward_mode, action_chunk).
+            reward_mode, action_chunk, sim_backend).
     """
     check_obs_mode(obs_mode)
     states = make_vec(env_id, num_envs, vectorization_mode=physics, obs_mode="state", **env_kwargs)

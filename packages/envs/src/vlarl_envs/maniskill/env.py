@@ -32,6 +32,7 @@ import numpy as np
 from gymnasium import spaces
 
 from vlarl_envs.contract import check_obs_mode, validate_action, validate_choice, validate_options
+from vlarl_envs.maniskill.backend import resolve_sim_backend
 from vlarl_envs.maniskill.episodes import PutOnPlateEpisodes, SeededEpisodes, reset_arguments
 from vlarl_envs.maniskill.instructions import MANISKILL_INSTRUCTIONS
 from vlarl_envs.maniskill.observations import ObservationAdapter
@@ -102,7 +103,7 @@ class ManiSkillEnv(gym.Env):
         terminate_on_success: bool = True,
         split: str = "train",
         render_mode: str | None = None,
-        sim_backend: str = "physx_cpu",
+        sim_backend: str = "auto",
     ) -> None:
         """
         Args:
@@ -116,7 +117,8 @@ class ManiSkillEnv(gym.Env):
             split: default split for resets without ``options["split"]``.
             render_mode: None or "rgb_array" (the main camera image in rgb mode, ManiSkill's
                 render camera at ``image_size`` in state mode).
-            sim_backend: "physx_cpu", or "physx_cuda" to simulate this one env on a GPU.
+            sim_backend: "auto" or "cpu" (ManiSkill's CPU physics), or "gpu" to simulate this one env
+                on ManiSkill's GPU backend; "auto" is the CPU, where one scene runs faster.
         """
         self.env_id = env_id
         self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon)
@@ -127,7 +129,8 @@ class ManiSkillEnv(gym.Env):
         self.terminate_on_success = terminate_on_success
         render_size = image_size if render_mode == "rgb_array" and obs_mode == "state" else None
         self.simulator = build_simulator(
-            self.setup.task, obs_mode, image_size, control_mode, sim_backend=sim_backend, render_size=render_size
+            self.setup.task, obs_mode, image_size, control_mode,
+            sim_backend=resolve_sim_backend(env_id, sim_backend, batched=False), render_size=render_size,
         )
         self.adapter = ObservationAdapter(self.simulator, self.setup.task, obs_mode, image_size)
         self.observation_space = self.adapter.space

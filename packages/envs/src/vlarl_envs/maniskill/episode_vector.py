@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from vlarl_envs.contract import validate_options
+from vlarl_envs.maniskill.backend import resolve_sim_backend
 from vlarl_envs.maniskill.env import TaskSetup
 from vlarl_envs.maniskill.episodes import reset_arguments
 from vlarl_envs.maniskill.observations import ObservationAdapter
@@ -32,16 +33,16 @@ from vlarl_envs.vector import idle_mask, make_episode_vec
 from vlarl_envs.wrappers.reward_mode import resolve_reward_mode, step_reward
 
 
-def make_maniskill_episode_vec(env_id: str, num_envs: int, **env_kwargs: Any):
-    """``num_envs`` envs of a ManiSkill id: one batched simulator on the GPU where torch sees CUDA, single
-    envs in this process otherwise (``vlarl_envs.vector.make_episode_vec``)."""
-    import torch
-
+def make_maniskill_episode_vec(env_id: str, num_envs: int, sim_backend: str = "auto", **env_kwargs: Any):
+    """``num_envs`` envs of a ManiSkill id: one batched simulator on the GPU (``sim_backend="gpu"``, or
+    "auto" where torch sees CUDA), else single envs on ManiSkill's CPU backend in this process
+    (``vlarl_envs.vector.make_episode_vec``)."""
     from vlarl_envs.families import registered_kwargs
 
-    if not torch.cuda.is_available():
-        return make_episode_vec(env_id, num_envs, **env_kwargs)
-    return ManiSkillEpisodeVectorEnv(registered_kwargs(env_id)["task"], env_id, num_envs, **env_kwargs)
+    if resolve_sim_backend(env_id, sim_backend, batched=True) == "cpu":
+        return make_episode_vec(env_id, num_envs, sim_backend="cpu", **env_kwargs)
+    return ManiSkillEpisodeVectorEnv(registered_kwargs(env_id)["task"], env_id, num_envs, sim_backend="gpu",
+                                     **env_kwargs)
 
 
 class ManiSkillEpisodeVectorEnv:
@@ -49,11 +50,11 @@ class ManiSkillEpisodeVectorEnv:
 
     Args:
         task, env_id: the task (a key of ``MANISKILL_TASKS``) and the id, for error messages.
-        num_envs: sub-scenes; on ``physx_cpu`` ManiSkill allows only 1, which keeps the logic testable
+        num_envs: sub-scenes; on the CPU backend ManiSkill allows only 1, which keeps the logic testable
             without a GPU.
         obs_mode, image_size, control_mode, horizon, terminate_on_success, split, reward_mode,
         action_chunk: as the single env and the contract's wrappers take them.
-        sim_backend: "physx_cuda", or "physx_cpu" for one env.
+        sim_backend: "gpu", "cpu" (ManiSkill holds one env there) or "auto" (the GPU where torch sees CUDA).
     """
 
     def __init__(
@@ -69,7 +70,7 @@ class ManiSkillEpisodeVectorEnv:
         split: str = "train",
         reward_mode: str = "sparse",
         action_chunk: int | None = None,
-        sim_backend: str = "physx_cuda",
+        sim_backend: str = "auto",
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"{env_id}: num_envs must be >= 1, got {num_envs}")
@@ -83,7 +84,8 @@ class ManiSkillEpisodeVectorEnv:
         self.chunk = action_chunk or 1
         self.chunked = action_chunk is not None
         self.terminate_on_success = terminate_on_success
-        self.simulator = build_simulator(self.setup.task, obs_mode, image_size, control_mode, num_envs, sim_backend)
+        self.simulator = build_simulator(self.setup.task, obs_mode, image_size, control_mode, num_envs,
+                                         resolve_sim_backend(env_id, sim_backend, batched=True))
         self.adapter = ObservationAdapter(self.simulator, self.setup.task, obs_mode, image_size)
         self.action_dim = self.simulator.single_action_space.shape[0]
         self._episode_rng = np.random.default_rng()

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from vlarl_envs.contract import image_shape
+from vlarl_envs.maniskill.backend import PHYSX_NAMES, prepare_physx_gpu, vulkan_hint
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,6 @@ CONTROL_MODES = ("pd_ee_delta_pose", "pd_ee_target_delta_pose", "pd_joint_delta_
 """Controllers whose actions are normalized to [-1, 1]: end-effector delta pose (the
 default; 6-D + gripper) or joint deltas (7-D + gripper)."""
 
-SIM_BACKENDS = ("physx_cpu", "physx_cuda")
-
 
 def load_maniskill() -> ModuleType:
     """Import ManiSkill's task registry on first use, with the install command when missing."""
@@ -94,10 +93,13 @@ def build_simulator(
     image_size: int | tuple[int, int],
     control_mode: str,
     num_envs: int = 1,
-    sim_backend: str = "physx_cpu",
+    sim_backend: str = "cpu",
     render_size: int | tuple[int, int] | None = None,
 ):
     """The raw ManiSkill env (``BaseEnv``) behind a vlarl env, batched over ``num_envs``.
+
+    ``sim_backend`` is "cpu" or "gpu" (``vlarl_envs.maniskill.backend.resolve_sim_backend``); on
+    "gpu" PhysX's GPU library is put in place first (``prepare_physx_gpu``).
 
     Observations come as ManiSkill's flat ``state`` vector (obs_mode "state") or that vector
     plus camera images ("rgb+state"); every camera renders at ``image_size`` with the
@@ -105,6 +107,8 @@ def build_simulator(
     where the task has one, else its sparse success reward.
     """
     load_maniskill()
+    if sim_backend == "gpu":
+        prepare_physx_gpu()
     height, width, _ = image_shape(image_size)
     kwargs: dict[str, Any] = dict(
         num_envs=num_envs,
@@ -112,7 +116,7 @@ def build_simulator(
         control_mode=control_mode,
         robot_uids=task.robot_uids,
         sensor_configs=dict(width=width, height=height, shader_pack="minimal"),
-        sim_backend=sim_backend,
+        sim_backend=PHYSX_NAMES[sim_backend],
     )
     if render_size is not None:
         render_height, render_width, _ = image_shape(render_size)
@@ -128,8 +132,7 @@ def build_simulator(
     except RuntimeError as error:
         if "vk::" in str(error) or "Vulkan" in str(error) or "physical device" in str(error):
             raise RuntimeError(
-                f"ManiSkill needs a Vulkan device even for state observations ({error}); on a machine without a GPU "
-                "install Mesa >= 24 lavapipe (scripts/install_system_deps.sh)"
+                f"ManiSkill needs a Vulkan device even for state observations ({error}); {vulkan_hint()}"
             ) from error
         raise
 

@@ -1,6 +1,6 @@
 """Batched ManiSkill: GPU simulation of many sub-scenes in one process, or one subprocess per env.
 
-``make_maniskill_vec`` picks by machine: with CUDA, ``ManiSkillBatchedEnv`` runs all
+``make_maniskill_vec`` picks by ``sim_backend``, by default by machine: with CUDA, ``ManiSkillBatchedEnv`` runs all
 sub-scenes in one ManiSkill env (``physx_cuda``) and returns torch tensors on the GPU, so
 images never leave the device before the policy sees them; without CUDA (ManiSkill's CPU
 backend simulates one env per process) a subprocess ``AsyncVectorEnv`` of single envs.
@@ -18,7 +18,8 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from vlarl_envs.contract import validate_choice, validate_options
+from vlarl_envs.contract import validate_options
+from vlarl_envs.maniskill.backend import resolve_sim_backend
 from vlarl_envs.maniskill.env import TaskSetup
 from vlarl_envs.maniskill.episodes import reset_arguments
 from vlarl_envs.maniskill.observations import ObservationAdapter
@@ -26,35 +27,28 @@ from vlarl_envs.maniskill.registration import make_maniskill_env
 from vlarl_envs.maniskill.tasks import build_simulator
 from vlarl_envs.wrappers.reward_mode import resolve_reward_mode, step_reward
 
-BACKENDS = ("auto", "gpu", "subprocess")
-
 
 def make_maniskill_vec(
-    task: str, env_id: str, num_envs: int = 1, backend: str = "auto", **env_kwargs: Any
+    task: str, env_id: str, num_envs: int = 1, sim_backend: str = "auto", **env_kwargs: Any
 ) -> VectorEnv:
     """``num_envs`` copies of a ManiSkill task (``gym.make_vec``'s entry point for these ids).
 
     Args:
         task, env_id: filled in from the registered id.
         num_envs: number of sub-environments.
-        backend: "gpu" (``ManiSkillBatchedEnv`` on ``physx_cuda``), "subprocess" (one
-            process per env, CPU simulation) or "auto": "gpu" when torch sees CUDA.
+        sim_backend: "gpu" (``ManiSkillBatchedEnv`` on ManiSkill's GPU backend), "cpu" (one
+            process per env on its CPU backend) or "auto": "gpu" where torch sees CUDA.
         **env_kwargs: the single env's arguments (obs_mode, image_size, control_mode, horizon,
             terminate_on_success, split, reward_mode, action_chunk).
     """
-    validate_choice(env_id, "backend", backend, BACKENDS)
-    if backend == "auto":
-        import torch
-
-        backend = "gpu" if torch.cuda.is_available() else "subprocess"
-    if backend == "subprocess":
+    if resolve_sim_backend(env_id, sim_backend, batched=True) == "cpu":
         if num_envs < 1:
             raise ValueError(f"{env_id}: num_envs must be >= 1, got {num_envs}")
         # A module-level factory: the worker imports vlarl_envs by unpickling it, so the
         # ids need no registration in the (forkserver) worker process.
-        factory = functools.partial(make_maniskill_env, task=task, env_id=env_id, **env_kwargs)
+        factory = functools.partial(make_maniskill_env, task=task, env_id=env_id, sim_backend="cpu", **env_kwargs)
         return AsyncVectorEnv([factory] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP, context="forkserver")
-    return ManiSkillBatchedEnv(task, env_id, num_envs, sim_backend="physx_cuda", **env_kwargs)
+    return ManiSkillBatchedEnv(task, env_id, num_envs, sim_backend="gpu", **env_kwargs)
 
 
 class ManiSkillBatchedEnv(VectorEnv):
@@ -67,8 +61,8 @@ class ManiSkillBatchedEnv(VectorEnv):
     ``info["final_obs"]`` (an object array of per-env dicts, as gymnasium's vector envs) and
     its last info, with ``info["episode"]`` statistics, in ``info["final_info"]``.
 
-    On ``physx_cpu`` ManiSkill allows only ``num_envs=1``; that configuration exists so the
-    logic is testable without a GPU.
+    On ManiSkill's CPU backend (``sim_backend="cpu"``) only ``num_envs=1`` runs; that configuration
+    exists so the logic is testable without a GPU.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -86,7 +80,7 @@ class ManiSkillBatchedEnv(VectorEnv):
         split: str = "train",
         reward_mode: str = "sparse",
         action_chunk: int | None = None,
-        sim_backend: str = "physx_cuda",
+        sim_backend: str = "auto",
         seed: int | None = None,
     ) -> None:
         import torch
@@ -103,7 +97,8 @@ class ManiSkillBatchedEnv(VectorEnv):
         self.chunked = action_chunk is not None
         self.chunk = action_chunk or 1
         self.terminate_on_success = terminate_on_success
-        self.simulator = build_simulator(self.setup.task, obs_mode, image_size, control_mode, num_envs, sim_backend)
+        self.simulator = build_simulator(self.setup.task, obs_mode, image_size, control_mode, num_envs,
+                                         resolve_sim_backend(env_id, sim_backend, batched=True))
         self.device = self.simulator.device
         self.adapter = ObservationAdapter(self.simulator, self.setup.task, obs_mode, image_size)
         self.single_observation_space = self.adapter.space

@@ -24,9 +24,11 @@ vector with the goal visible (what scripted experts and state-based learners nee
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +64,25 @@ MAIN_CAMERA_POSITION = (0.75, 0.075, 0.7)
 """Where ``corner2`` sits. MetaWorld's own position frames the whole room, so at 64-96 px the
 table takes a third of the image and goals and small objects are a pixel or two; from here
 the table fills the frame (the placement of arXiv 2212.05698 and many pixel-based works)."""
+
+
+OPEN_ENVS: weakref.WeakSet = weakref.WeakSet()
+"""MetaWorld envs not yet closed."""
+
+
+def close_open_envs() -> None:
+    """Close the envs a program left open while their EGL display still works: left to garbage collection
+    at exit, MuJoCo's renderers would be freed after MuJoCo's own exit hook terminated the display, and
+    print an EGLError each."""
+    for env in list(OPEN_ENVS):
+        env.close()
+
+
+def close_open_envs_before_the_display_ends() -> None:
+    """Register ``close_open_envs`` to run at exit before MuJoCo's hook that terminates the EGL display (exit
+    hooks run last registered first, and MuJoCo registers its hook when the first GL context is made)."""
+    atexit.unregister(close_open_envs)
+    atexit.register(close_open_envs)
 
 
 class MetaWorldEnv(gym.Env):
@@ -127,6 +148,7 @@ class MetaWorldEnv(gym.Env):
         )
         self.action_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
         self._simulators: dict[str, Any] = {}
+        OPEN_ENVS.add(self)
         self._task: str | None = None
         self._instruction = ""
         self._elapsed = 0
@@ -241,6 +263,8 @@ class MetaWorldEnv(gym.Env):
             # with another task's meshes once a second simulator exists.
             viewer.make_context_current()
         frame = simulator.render()
+        if viewer is None:  # this render made the simulator's GL context
+            close_open_envs_before_the_display_ends()
         # corner2 is mounted rolled by 180 degrees: rotate (not mirror) to keep handedness.
         self._last_image = np.ascontiguousarray(frame[::-1, ::-1])
         return self._last_image
@@ -254,4 +278,5 @@ class MetaWorldEnv(gym.Env):
         for simulator in self._simulators.values():
             simulator.close()
         self._simulators.clear()
+        OPEN_ENVS.discard(self)
         super().close()

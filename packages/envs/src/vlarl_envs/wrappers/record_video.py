@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,8 +49,9 @@ class RecordVideo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Write an mp4 per recorded episode into ``video_dir``.
 
     Frames come from ``obs["main_images"]`` (or ``env.render()`` when the observation has no
-    image). Each file is written under a temporary name and renamed when complete, and the
-    numbering continues after files already in the folder, so nothing is overwritten.
+    image). Each file is written under a temporary name and linked to its name when complete, and
+    the numbering continues after files already in the folder (or made meanwhile), so nothing is
+    overwritten.
 
     Args:
         env: the env to record.
@@ -121,10 +123,22 @@ class RecordVideo(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return observation, reward, terminated, truncated, info
 
     def _write(self) -> None:
-        path = self.video_dir / f"{self.name_prefix}-{self._episode_index:05d}.mp4"
-        partial = path.with_name(f".{path.name}.partial.mp4")
-        imageio.mimwrite(partial, self._frames, fps=self.fps, macro_block_size=16)
-        os.replace(partial, path)
+        """Write the mp4 under a name of its own, then link it to the next free ``{prefix}-{index}.mp4``: a link
+        fails rather than replace a file, so a file another writer made meanwhile (another env recording
+        into the same folder) moves this one to the next index instead of being overwritten."""
+        descriptor, partial = tempfile.mkstemp(suffix=".partial.mp4", prefix=".", dir=self.video_dir)
+        os.close(descriptor)
+        try:
+            imageio.mimwrite(partial, self._frames, fps=self.fps, macro_block_size=16)
+            while True:
+                path = self.video_dir / f"{self.name_prefix}-{self._episode_index:05d}.mp4"
+                try:
+                    os.link(partial, path)
+                    break
+                except FileExistsError:
+                    self._episode_index += 1
+        finally:
+            os.unlink(partial)
         self.written.append(path)
         self._frames = None
 

@@ -50,6 +50,30 @@ def vision_config(config: Pi0Config) -> SiglipVisionConfig:
     )
 
 
+class SiglipTower(nn.Module):
+    """SigLIP's vision model with its parameters under ``vision_model.``, as PaliGemma's checkpoints and
+    transformers 4's ``SiglipVisionModel`` name them. transformers 5's ``SiglipVisionModel`` holds them at
+    its top level, so there the model itself is this module's ``vision_model``: saved policies and
+    published checkpoints load the same under either version."""
+
+    def __init__(self, config: SiglipVisionConfig) -> None:
+        super().__init__()
+        model = SiglipVisionModel(config)
+        self.vision_model = getattr(model, "vision_model", model)
+        self._pretrained = [model]
+        """transformers' model (in a list, so its parameters are not registered twice): its gradient
+        checkpointing switch reaches ``vision_model``'s encoder."""
+
+    def forward(self, pixel_values: Tensor):
+        return self.vision_model(pixel_values=pixel_values)
+
+    def gradient_checkpointing_enable(self, **kwargs) -> None:
+        self._pretrained[0].gradient_checkpointing_enable(**kwargs)
+
+    def gradient_checkpointing_disable(self) -> None:
+        self._pretrained[0].gradient_checkpointing_disable()
+
+
 def gemma_config(config: Pi0Config, width: int, mlp_dim: int, vocab_size: int) -> GemmaConfig:
     """A Gemma config of the shared depth and heads with the given width.
 
@@ -147,7 +171,7 @@ class PaliGemmaPrefix(nn.Module):
 
     def __init__(self, config: Pi0Config) -> None:
         super().__init__()
-        self.vision_tower = SiglipVisionModel(vision_config(config))
+        self.vision_tower = SiglipTower(vision_config(config))
         self.projector = nn.Linear(config.vision_width, config.vlm_width)
         self.language_model = GemmaModel(gemma_config(config, config.vlm_width, config.vlm_mlp_dim, config.vocab_size))
         self.embedding_scale = math.sqrt(config.vlm_width)

@@ -60,11 +60,22 @@ def with_prefix_renamed(key: str, renames: tuple[tuple[str, str], ...]) -> str:
     return key
 
 
+VISION_TOWER = "paligemma_with_expert.paligemma.model.vision_tower."
+
+
+def with_nested_vision_model(key: str) -> str:
+    """A SigLIP key as transformers 4 and the published checkpoints nest it (``vision_tower.vision_model.``);
+    transformers 5 writes it without ``vision_model.``."""
+    if key.startswith(VISION_TOWER) and not key.startswith(VISION_TOWER + "vision_model."):
+        return VISION_TOWER + "vision_model." + key[len(VISION_TOWER):]
+    return key
+
+
 def published_to_ours(state: dict[str, Tensor]) -> dict[str, Tensor]:
     """Rename a published state dict to our parameter names; unknown keys pass through unchanged."""
     renamed: dict[str, Tensor] = {}
     for key, value in state.items():
-        key = with_prefix_renamed(key.removeprefix("model."), LEGACY_RENAMES)
+        key = with_nested_vision_model(with_prefix_renamed(key.removeprefix("model."), LEGACY_RENAMES))
         if key in UNUSED_KEYS or key.endswith("embeddings.position_ids"):
             continue
         if key == TIED_OUTPUT_HEAD:

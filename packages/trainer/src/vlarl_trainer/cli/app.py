@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 from vlarl_trainer.config import CONFIG_MODULE, VlarlConfig, check_choices, store_schema, to_config
+from vlarl_trainer.run_dirs import check_run_name
 
 Command = Callable[[VlarlConfig, list[str]], None]
 """What a command does with the composed config and the ``key=value`` overrides it was given."""
@@ -57,7 +58,9 @@ def hydra_command(name: str, command: Command, need_recipe: bool = True,
             settings = HydraConfig.get()
             overrides = list(settings.overrides.task)
             try:
-                run(to_config(composed), overrides)
+                config = to_config(composed)
+                check_run_name(config.runner.name)
+                run(config, overrides)
             except (ValueError, FileExistsError, FileNotFoundError, ImportError) as error:
                 print(f"{name}: {error}", file=sys.stderr)
                 raise SystemExit(2) from None

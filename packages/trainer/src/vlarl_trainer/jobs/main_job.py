@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +36,7 @@ from vlarl_trainer.metrics import logged_seconds
 from vlarl_trainer.plots import job_learning_curve
 from vlarl_trainer.rl.evaluation import CHAIN_PREFIX, format_table, group_means
 from vlarl_trainer.rl.stopping import RunStopped
-from vlarl_trainer.run_dirs import make_run_dir, run_dir_path, run_exists_error
+from vlarl_trainer.run_dirs import make_run_dir, run_dir_path, run_exists_error, write_atomically
 
 EXISTING_JOB_HINT = "the main job never overwrites a run (choose another runner.name)"
 
@@ -156,10 +155,8 @@ def job_results(config: VlarlConfig, overrides: list[str], before: dict[str, Any
 
 
 def write_json(path: Path, content: dict[str, Any]) -> None:
-    """Written under a temporary name and renamed, as every file of a run is."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(content, indent=2) + "\n")
-    os.replace(partial, path)
+    """Written whole or not at all (``write_atomically``), as every file of a run is."""
+    write_atomically(path, json.dumps(content, indent=2) + "\n")
 
 
 def summary_text(before: dict[str, Any], after: dict[str, Any], paths: dict[str, Any], sampling: str) -> str:

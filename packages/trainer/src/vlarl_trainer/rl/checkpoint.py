@@ -1,10 +1,14 @@
-"""Checkpoints under ``<run>/checkpoints/step_N``: written to a temporary name, then renamed.
+"""Checkpoints under ``<run>/checkpoints/step_N``: written to a temporary name, made durable, then renamed.
 
-``trainer_state.json`` records the size and SHA-256 of every other file, so a resume can tell a
-checkpoint that a full disk, a killed copy or a flaky file system damaged after the rename (a
-truncated ``model.safetensors`` ends in safetensors' "invalid header length") from an intact one.
-``latest_intact_checkpoint`` moves a damaged one aside, to ``step_N.damaged`` (kept for inspection,
-never deleted or overwritten), and returns the newest intact one, so the run writes that step anew.
+Every file and folder of a checkpoint is fsynced before the rename and the ``checkpoints`` folder after
+it, so a power loss leaves either the whole checkpoint or none under its name; older checkpoints that
+``keep_last`` prunes go only once the new one is durable. ``trainer_state.json`` records the size and
+SHA-256 of every other file, so a resume can tell a checkpoint that a full disk, a killed copy or a flaky
+file system damaged after the rename (a truncated ``model.safetensors`` ends in safetensors' "invalid
+header length") from an intact one; intact also means that the policy and the actor state are among
+them. ``latest_intact_checkpoint`` moves a damaged one aside, to ``step_N.damaged`` (kept for
+inspection, never deleted or overwritten), and returns the newest intact one, so the run writes that
+step anew.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from vlarl_trainer.run_dirs import fsync_directory, fsync_file
+
 STEP_DIR = re.compile(r"step_(\d+)$")
 STATE_FILE = "trainer_state.json"
 CHUNK_BYTES = 1 << 22
+REQUIRED_FILES = ("policy/config.json", "actor_state.pt")
+"""What every checkpoint holds: the saved policy and the optimizer's and scheduler's state."""
 
 
 def write_checkpoint(run_dir: Path, step: int, write: Callable[[Path], None], state: dict,
@@ -40,7 +48,11 @@ def write_checkpoint(run_dir: Path, step: int, write: Callable[[Path], None], st
     files = {path.relative_to(partial).as_posix(): file_record(path)
              for path in sorted(partial.rglob("*")) if path.is_file()}
     (partial / STATE_FILE).write_text(json.dumps({"step": step, **state, "files": files}, indent=2))
+    for path in sorted(partial.rglob("*"), reverse=True):  # files before the folders holding them
+        (fsync_file if path.is_file() else fsync_directory)(path)
+    fsync_directory(partial)
     os.replace(partial, target)
+    fsync_directory(root)
     if keep_last > 0:
         for _, old in complete_checkpoints(run_dir)[:-keep_last]:
             shutil.rmtree(old)
@@ -77,12 +89,15 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 def damage(checkpoint: Path) -> list[str]:
     """What is wrong with a checkpoint's files against its trainer_state.json (empty: intact). A
-    checkpoint of vlarl-trainer before 0.17, which records no files, counts as intact."""
+    checkpoint whose state records no files (vlarl-trainer before 0.17) or not ``REQUIRED_FILES`` is
+    damaged: nothing proves it whole."""
     try:
-        recorded = read_state(checkpoint).get("files", {})
+        recorded = read_state(checkpoint).get("files")
     except (OSError, ValueError) as error:
         return [f"{STATE_FILE} unreadable ({error})"]
-    problems = []
+    if recorded is None:
+        return [f"{STATE_FILE} records no files"]
+    problems = [f"{name} not recorded" for name in REQUIRED_FILES if name not in recorded]
     for name, record in recorded.items():
         path = checkpoint / name
         if not path.is_file():

@@ -92,7 +92,11 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
     if ray.is_initialized():
         return
     if address is not None:
-        ray.init(address=address, configure_logging=False, log_to_driver=True)
+        check_reachable(address)
+        try:
+            ray.init(address=address, configure_logging=False, log_to_driver=True)
+        except ConnectionError as error:
+            raise ValueError(unreachable_message(address, str(error).splitlines()[0])) from None
         return
     for attempt in range(1, EMBEDDED_START_ATTEMPTS + 1):
         try:
@@ -102,6 +106,27 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
             ray.shutdown()
             if "timed out during startup" not in str(error) or attempt == EMBEDDED_START_ATTEMPTS:
                 raise
+
+
+ADDRESS_CHECK_SECONDS = 5
+
+
+def unreachable_message(address: str, reason: str) -> str:
+    return (f"cluster.address={address}: no Ray cluster answers there ({reason}); check the host and port of the "
+            "head (`ray start --head --port=<port>` prints them) and that this node may reach it, or leave "
+            "cluster.address unset for a Ray of this machine alone")
+
+
+def check_reachable(address: str | None) -> None:
+    """A ValueError in seconds where a ``host:port`` address has nothing listening, instead of Ray's minutes
+    of retries; no address (an embedded Ray) and other forms ("auto", "ray://...") are left to Ray."""
+    host, _, port = (address or "").rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=ADDRESS_CHECK_SECONDS).close()
+    except OSError as error:
+        raise ValueError(unreachable_message(address, error.strerror or str(error))) from None
 
 
 def gpu_count() -> int:

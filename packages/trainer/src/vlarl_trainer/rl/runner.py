@@ -22,7 +22,7 @@ from vlarl_trainer.metrics import MetricLogger, truncate_metrics
 from vlarl_trainer.progress import write
 from vlarl_trainer.rl import checkpoint as checkpoints
 from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
-from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, start_ray
+from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, check_reachable, start_ray
 from vlarl_trainer.rl.evaluation import (
     add_calvin_chains,
     check_calvin_chains,
@@ -34,10 +34,16 @@ from vlarl_trainer.rl.evaluation import (
 from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, place_workers, run_episodes, start_env_workers, start_inference_workers
 from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
-from vlarl_trainer.rl.validation import Layout, sampling_overrides, validate, validate_evaluation_env
+from vlarl_trainer.rl.validation import (
+    Layout,
+    check_pretrained_exists,
+    sampling_overrides,
+    validate,
+    validate_evaluation_env,
+)
 from vlarl_trainer.rl.workers.actor_worker import POLICY_LOSS_METRICS, ActorWorker
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
-from vlarl_trainer.run_dirs import new_run_dir
+from vlarl_trainer.run_dirs import new_run_dir, write_atomically
 
 
 def rl_run_dir(config: VlarlConfig) -> Path:
@@ -115,6 +121,8 @@ def env_instructions(config: VlarlConfig) -> list[str]:
 
 class Trainer:
     def __init__(self, config: VlarlConfig) -> None:
+        check_pretrained_exists(config)
+        check_reachable(config.cluster.address)
         self.layout = validate(config)
         self.eval_layout = validate_evaluation_env(config, self.layout)
         check_calvin_chains(config)
@@ -131,7 +139,7 @@ class Trainer:
                            else initial_policy(config, self.layout, self.run_dir, env_instructions(config)))
         else:
             self.run_dir = rl_run_dir(config)
-            (self.run_dir / "config.yaml").write_text(to_yaml(config))
+            write_atomically(self.run_dir / "config.yaml", to_yaml(config))
             self.start_step = 0
             policy_path = initial_policy(config, self.layout, self.run_dir, env_instructions(config))
         self.synced_step: int | None = None
@@ -193,7 +201,7 @@ class Trainer:
         if self.eval_shards.env is not self.env:
             roles["eval_env"] = self.eval_shards.env
         pids = {role: [process[1] for process in group.processes] for role, group in roles.items()}
-        (self.run_dir / "workers.json").write_text(json.dumps(pids))
+        write_atomically(self.run_dir / "workers.json", json.dumps(pids))
 
     @property
     def env_restarts(self) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import pickle
 from datetime import timedelta
 from typing import Any
 
@@ -368,7 +369,7 @@ class ActorWorker(WorkerProcess):
         import vlarl_policies
 
         saved = vlarl_policies.from_pretrained(os.path.join(directory, "policy")).state_dict()
-        state = torch.load(os.path.join(directory, "actor_state.pt"), map_location="cpu", weights_only=False)
+        state = load_actor_state(os.path.join(directory, "actor_state.pt"))
         sharding.load_full_model_state(self.policy, {**saved, **state.get("master_weights", {})}, self.sharded)
         sharding.load_full_optimizer_state(self.policy, self.optimizer, state["optimizer"], self.sharded)
         self.scheduler.load_state_dict(state["scheduler"])
@@ -376,6 +377,21 @@ class ActorWorker(WorkerProcess):
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def load_actor_state(path: str) -> dict:
+    """``actor_state.pt`` as ``ActorWorker.save`` writes it: tensors, numbers, strings and containers only.
+
+    Loaded with ``weights_only=True``, so a file holding any other pickled object (which could run code
+    as it loads) is refused with an error naming the file rather than unpickled.
+    """
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise ValueError(
+            f"{path}: expected an actor state of tensors, numbers, strings and containers, as vlarl saves it; "
+            f"the file holds other pickled objects and is not loaded ({str(error).splitlines()[0]})"
+        ) from error
 
 
 def policy_holding(policy: nn.Module, state: dict[str, torch.Tensor]) -> nn.Module:

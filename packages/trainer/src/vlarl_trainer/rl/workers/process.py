@@ -3,7 +3,9 @@
 A driver whose call misses its deadline cannot ask the worker anything (Ray runs one call at a time),
 so each worker registers faulthandler for SIGUSR1 at start: the signal makes the interpreter write
 every thread's stack to ``stack_file(pid)`` without the worker's help, even inside a C extension's
-loop that holds the GIL for good.
+loop that holds the GIL for good. The files live in a directory only their user may enter, and are
+opened without following links, so another user can neither read them nor plant a link to a file of
+ours for a dump to overwrite.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import faulthandler
 import os
 import signal
 import socket
+import stat
 import tempfile
 from typing import IO
 
@@ -20,9 +23,21 @@ import ray
 STACK_SIGNAL = signal.SIGUSR1
 
 
+def stack_directory() -> str:
+    """This user's private directory of stack dumps (created with mode 700); one that is a link, another
+    user's or open to others is refused."""
+    path = os.path.join(tempfile.gettempdir(), f"vlarl-stacks-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(f"{path}: expected a directory of this user alone (mode 700) for the workers' stack "
+                              f"dumps, found mode {stat.filemode(info.st_mode)} of uid {info.st_uid}; remove it")
+    return path
+
+
 def stack_file(pid: int) -> str:
     """Where the process ``pid`` writes its stacks on ``STACK_SIGNAL``."""
-    return os.path.join(tempfile.gettempdir(), f"vlarl-stacks-{pid}.txt")
+    return os.path.join(stack_directory(), f"{pid}.txt")
 
 
 class WorkerProcess:
@@ -32,7 +47,8 @@ class WorkerProcess:
 
     def enable_stack_dumps(self) -> None:
         """From now on ``STACK_SIGNAL`` writes this process's stacks to ``stack_file(pid)``."""
-        self._stack_output = open(stack_file(os.getpid()), "w")  # no with block: faulthandler keeps it open
+        descriptor = os.open(stack_file(os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        self._stack_output = os.fdopen(descriptor, "w")  # no with block: faulthandler keeps it open
         faulthandler.register(STACK_SIGNAL, file=self._stack_output, all_threads=True)
 
     def where(self) -> tuple[str, int]:
