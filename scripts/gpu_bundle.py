@@ -49,8 +49,9 @@ DEVICE_IMAGE = frozenset({
 """What the GPU machine's image has of vlarl's and these packages' dependencies (its whole list: the device
 tool's KINDS.md)."""
 NOT_NEEDED_BY_THE_CHECK = {"imageio-ffmpeg": "writes mp4 videos, which the check does not record"}
-BUILD_PACKAGES = {"hatchling": "1.33.0", "trove-classifiers": "2026.9.21.13"}
-"""vlarl's build backend, for installing the tree's four packages there (not in uv.lock: a build dependency)."""
+BUILD_PACKAGES = {"hatchling": "1.33.0", "trove-classifiers": "2026.9.21.13", "pathspec": "1.1.1"}
+"""vlarl's build backend and what it needs beyond pip's own, for installing the tree's four packages there
+(not in uv.lock: build dependencies)."""
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 RAY_DROPPED = ("ray/jars", "ray/rllib", "ray/data", "ray/serve", "ray/train", "ray/tune", "ray/llm",

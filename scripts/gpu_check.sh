@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 USAGE="usage: scripts/gpu_check.sh OUT [--cpu]   (OUT: a new folder, relative to the checkout or absolute)"
 OUT=${1:?$USAGE}
 MODE=${2:-gpu}
-declare -A LIMITS=([gpu_tests]=50 [policy_speed]=40 [actor_update]=70 [trainer_step]=70 [maniskill_gpu_sim]=40)
+declare -A LIMITS=([gpu_tests]=45 [policy_speed]=60 [actor_update]=70 [trainer_step]=70 [maniskill_gpu_sim]=40)
 declare -A FILTERS=([gpu_tests]=pytest_summary [policy_speed]=table_rows [actor_update]=table_rows
                     [trainer_step]=last_line [maniskill_gpu_sim]=last_line)
 STEPS=${GPU_CHECK_STEPS:-gpu_tests policy_speed actor_update trainer_step maniskill_gpu_sim}
@@ -73,24 +73,35 @@ table_rows() { grep '^| ' | grep -v -e '---' -e '^| policy |' | sed 's/  */ /g';
 pytest_summary() { grep -E '(passed|failed|skipped|error).* in [0-9.]+s' | tail -1 | tr -d '=' | sed 's/^ *//'; }
 last_line() { tail -1; }
 
-setup_gpu_machine() {
+install_bundle() {
     # The bundle's packages into a folder on PYTHONPATH (exported for the steps), EGL's loaders where the
     # image has none, then vlarl's four packages built from this tree (hatchling comes with the bundle).
-    local site=$SCRATCH/site start=$SECONDS
+    local site=$SCRATCH/site driver=/usr/local/nvidia/share
     export PYTHONPATH=$site
-    {
-        [[ -f .gpu_bundle/MANIFEST.txt ]] || { echo "no .gpu_bundle/ here: run scripts/gpu_bundle.py first"; return 1; }
-        mkdir -p "$site" && timeout 30 tar -xJf .gpu_bundle/site.tar.xz -C "$site" --strip-components=1 || return 1
-        if ! ldconfig -p | grep -q 'libEGL.so.1'; then
-            for deb in .gpu_bundle/debs/*.deb; do dpkg -x "$deb" /; done
-            ldconfig
-        fi
-        timeout 30 "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
-            --target "$site" packages/algos packages/envs packages/policies packages/trainer || return 1
-        timeout 20 "$PYTHON" -c "import ray, hydra, gymnasium, metaworld, vlarl_trainer, torch; \
+    [[ -f .gpu_bundle/MANIFEST.txt ]] || { echo "no .gpu_bundle/ here: run scripts/gpu_bundle.py first"; return 1; }
+    mkdir -p "$site" && timeout 30 tar -xJf .gpu_bundle/site.tar.xz -C "$site" --strip-components=1 || return 1
+    if ! ldconfig -p | grep -q 'libEGL.so.1'; then
+        for deb in .gpu_bundle/debs/*.deb; do dpkg -x "$deb" /; done
+        ldconfig
+    fi
+    # Where a container mounts the NVIDIA driver's EGL and Vulkan files outside the loaders' search paths.
+    if [[ -f $driver/glvnd/egl_vendor.d/10_nvidia.json ]]; then
+        export __EGL_VENDOR_LIBRARY_FILENAMES=${__EGL_VENDOR_LIBRARY_FILENAMES:-$driver/glvnd/egl_vendor.d/10_nvidia.json}
+    fi
+    if [[ -f $driver/vulkan/icd.d/nvidia_icd.json ]]; then
+        export VK_DRIVER_FILES=${VK_DRIVER_FILES:-$driver/vulkan/icd.d/nvidia_icd.json}
+    fi
+    timeout 30 "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
+        --target "$site" packages/algos packages/envs packages/policies packages/trainer || return 1
+    timeout 20 "$PYTHON" -c "import ray, hydra, gymnasium, metaworld, vlarl_trainer, torch; \
 print(f'torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}; ray {ray.__version__}')"
-    } > "$SCRATCH/setup.out" 2>&1
-    local status=$?
+}
+
+setup_gpu_machine() {
+    # install_bundle in this shell (its exports reach the steps), recorded as the check's first line.
+    local start=$SECONDS status
+    install_bundle > "$SCRATCH/setup.out" 2>&1
+    status=$?
     cat "$SCRATCH/setup.out" >> "$LOG"
     record setup "$([[ $status == 0 ]] && echo ok || echo failed)" "$((SECONDS - start))" \
         "$(tail -1 "$SCRATCH/setup.out")"
