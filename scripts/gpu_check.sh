@@ -40,6 +40,9 @@ if [[ $MODE == --cpu ]]; then
     export PYTHON=$PWD/.venv/bin/python
     export PRESET=tiny DEVICE=cpu DTYPE=float32 UPDATE_RECIPE=metaworld_10_ppo_openpi_tiny IMAGE_SIZE=64
     export RAY_OVERRIDE_RESOURCES='{"GPU": 1}'
+    # The dry run holds no GPU lease, and a busy 2-core machine is slow: four times the time.
+    for name in "${!LIMITS[@]}"; do LIMITS[$name]=$((4 * LIMITS[$name])); done
+    BUDGET=${GPU_CHECK_BUDGET:-$((4 * 290))}
 else
     export PYTHON=python3
     export PRESET=base DEVICE=cuda DTYPE=bfloat16 UPDATE_RECIPE=libero_10_ppo_openpi IMAGE_SIZE=224
