@@ -138,3 +138,49 @@ def test_an_actor_state_holding_other_pickled_objects_is_refused_unrun(tmp_path)
     with pytest.raises(ValueError, match="actor_state.pt: expected an actor state of tensors.*is not loaded"):
         load_actor_state(str(tampered))
     assert not marker.exists()
+
+
+def test_a_writer_killed_between_any_two_of_its_steps_leaves_an_intact_checkpoint(tmp_path, monkeypatch):
+    """Kill the writer at each of its file-system steps in turn (fsyncs, the rename, the pruning): the
+    newest intact checkpoint is then the previous one or the new one, whole, and the next write succeeds."""
+    real = {"fsync_file": checkpoints.fsync_file, "fsync_directory": checkpoints.fsync_directory,
+            "replace": checkpoints.os.replace, "rmtree": checkpoints.shutil.rmtree}
+    calls = []
+
+    def counting(name, kill_at):
+        def step(*args):
+            calls.append(name)
+            if len(calls) == kill_at:
+                raise KeyboardInterrupt(f"killed at {name}")
+            return real[name](*args)
+        return step
+
+    def patch(kill_at):
+        calls.clear()
+        monkeypatch.setattr(checkpoints, "fsync_file", counting("fsync_file", kill_at))
+        monkeypatch.setattr(checkpoints, "fsync_directory", counting("fsync_directory", kill_at))
+        monkeypatch.setattr(checkpoints.os, "replace", counting("replace", kill_at))
+        monkeypatch.setattr(checkpoints.shutil, "rmtree", counting("rmtree", kill_at))
+
+    run = tmp_path / "unbroken"
+    run.mkdir()
+    write(run, 5)
+    patch(kill_at=0)
+    write(run, 10, keep_last=1)
+    steps = len(calls)
+    assert "replace" in calls and calls[-1] == "rmtree"
+    for kill_at in range(1, steps + 1):
+        monkeypatch.undo()
+        run = tmp_path / f"killed-{kill_at}"
+        run.mkdir()
+        write(run, 5)
+        patch(kill_at)
+        with pytest.raises(KeyboardInterrupt):
+            write(run, 10, keep_last=1)
+        monkeypatch.undo()
+        newest = checkpoints.latest_intact_checkpoint(run, report=pytest.fail)
+        assert newest is not None and newest.name in ("step_5", "step_10")
+        renamed = calls.index("replace") < kill_at - 1 if "replace" in calls else False
+        assert newest.name == ("step_10" if renamed else "step_5")
+        write(run, 15, keep_last=1)
+        assert checkpoints.latest_intact_checkpoint(run).name == "step_15"
