@@ -15,6 +15,13 @@ from vlarl_trainer.run_dirs import write_atomically
 LOGGERS = ("tensorboard", "wandb")
 
 
+def check_loggers(backends: list[str]) -> None:
+    """A ValueError naming the ``runner.logger`` entries that are not in ``LOGGERS``."""
+    unknown = [backend for backend in backends if backend not in LOGGERS]
+    if unknown:
+        raise ValueError(f"runner.logger: unknown backend(s) {unknown}; expected any of {list(LOGGERS)}")
+
+
 def metric_lines(path: Path) -> list[dict[str, Any]]:
     """Every line of a metrics.jsonl as written: ``{"step": N, name: value, ...}``."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
@@ -43,9 +50,7 @@ class MetricLogger:
     def __init__(self, run_dir: Path, backends: list[str], config: dict[str, Any], total_steps: int,
                  start_step: int, progress: bool, wandb_project: str = "vlarl", wandb_name: str | None = None,
                  stage: str = "rl") -> None:
-        unknown = [b for b in backends if b not in LOGGERS]
-        if unknown:
-            raise ValueError(f"runner.logger: unknown backend(s) {unknown}; expected any of {list(LOGGERS)}")
+        check_loggers(backends)
         self.jsonl = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
         self.tensorboard = None
         if "tensorboard" in backends:

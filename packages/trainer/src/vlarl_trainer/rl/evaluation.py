@@ -61,6 +61,18 @@ def env_tasks(config: VlarlConfig) -> list[str]:
     return list(family_of(config.env.id).tasks(config.env.id, config.env.kwargs))
 
 
+def check_eval_splits(config: VlarlConfig) -> None:
+    """A ValueError naming the ``eval.splits`` entries the evaluation env does not have (checked before any
+    worker starts, and again by every evaluation)."""
+    from vlarl_envs import family_of
+
+    env_id = evaluation_env(config).env.id
+    splits = family_of(env_id).splits(env_id)
+    unknown = [split for split in config.eval.splits if split not in splits]
+    if unknown:
+        raise ValueError(f"eval.splits: {env_id} has no split(s) {unknown}; expected any of {list(splits)}")
+
+
 def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
     """Episode ids 0..episodes_per_task-1 for every task of the evaluation env and every split, in a
     fixed order.
@@ -68,13 +80,8 @@ def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
     Tasks alternate within an episode id, so when the number of envs is a multiple of the
     number of tasks, each env plays one task throughout: a multi-task env then builds one
     simulator, not one per task (MetaWorld MT10 on 20 envs: 20 simulators instead of 200)."""
-    from vlarl_envs import family_of
-
+    check_eval_splits(config)
     config = evaluation_env(config)
-    splits = family_of(config.env.id).splits(config.env.id)
-    unknown = [split for split in config.eval.splits if split not in splits]
-    if unknown:
-        raise ValueError(f"eval.splits: {config.env.id} has no split(s) {unknown}; expected any of {list(splits)}")
     tasks = env_tasks(config)
     return [{"episode_id": episode_id, "split": split, "task": task}
             for split in config.eval.splits

@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from vlarl_trainer.config import ALGORITHMS, EVAL_SAMPLING_MODES, LR_SCHEDULES, PRECISIONS, STRATEGIES, VlarlConfig
-from vlarl_trainer.metrics import LOGGERS
+from vlarl_trainer.metrics import check_loggers
 from vlarl_trainer.rl.placement import parse_component_placement
 
 
@@ -233,9 +233,7 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
     if training:
         check_training(config)
     require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
-    unknown_loggers = [backend for backend in config.runner.logger if backend not in LOGGERS]
-    require(not unknown_loggers,
-            f"runner.logger: unknown backend(s) {unknown_loggers}; expected any of {list(LOGGERS)}")
+    check_loggers(config.runner.logger)
     check_eval_sampling(config)
     check_cluster_limits(config)
     placement = parse_component_placement(config.cluster.component_placement, placement_devices(config))
@@ -304,9 +302,9 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
     """The layout of the env evaluations play (``eval.env_id``/``eval.env_kwargs``): ``layout`` itself when
     they play the training env. Its actions and states must have the training env's sizes, since one
     policy acts in both."""
-    from vlarl_trainer.rl.evaluation import evaluation_env, evaluation_options
+    from vlarl_trainer.rl.evaluation import check_eval_splits, evaluation_env
 
-    evaluation_options(config)  # unknown eval.splits stop the run here, before any worker starts
+    check_eval_splits(config)
     scored = evaluation_env(config)
     if scored is config:
         return layout
