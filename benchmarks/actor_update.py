@@ -27,6 +27,7 @@ from vlarl_trainer.config import load_config
 from vlarl_trainer.rl.batch import minibatch_plan
 from vlarl_trainer.rl.cluster import free_port
 from vlarl_trainer.rl.memory import estimate_actor_memory, observation_batch
+from vlarl_trainer.rl.runner import actor_threads
 from vlarl_trainer.rl.validation import Layout
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
 
@@ -86,7 +87,7 @@ def measure(recipe: str, overrides: list[str], policy_path: str, batch: dict, ar
     samples = len(batch["weights"])
     plan = minibatch_plan(samples, samples, args.micro_batch, 1, 1, 0)
     worker = ActorWorker(0, 1, "127.0.0.1", free_port(), policy_path, config.actor, config.algorithm,
-                         total_optimizer_steps=10, threads=8)
+                         total_optimizer_steps=10, threads=actor_threads(config))
     worker.train(batch, plan)
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -102,7 +103,7 @@ def measure(recipe: str, overrides: list[str], policy_path: str, batch: dict, ar
     release_cached_memory()
     actor = config.actor
     settings = (f"{actor.strategy}, {actor.precision}{', ckpt' if actor.gradient_checkpointing else ''}"
-                f"{', offload' if actor.offload else ''}")
+                f"{', offload' if actor.offload else ''}, {actor_threads(config)} torch thread(s)")
     return (f"| {config.policy.name} {parameters / 1e9:.2f} B | {settings} | {args.micro_batch} x "
             f"{args.accumulation} | {seconds:.1f} | {'-' if peak is None else f'{peak / GIB:.1f}'} | "
             f"{estimate.peak / GIB:.1f} | {'-' if peak is None else f'{peak / estimate.peak:.2f}'} |")

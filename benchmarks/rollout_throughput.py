@@ -10,7 +10,7 @@ its random start (so episodes run to their horizon):
 - a plain loop in this process: the family's episode env (``make_episode_vec``, the env the trainer's env
   workers step) and ``policy.act``, torch's default threads, no Ray, one stage;
 - the trainer's rollout: one training step's episodes (``env.num_envs`` x ``rollout.rollout_epoch``) through
-  its workers, placement and pipeline stages, as ``Trainer.train_step`` plays them;
+  its workers, placement and pipeline stages, in ``Trainer.train_step``, whose update's seconds print too;
 - the trainer's evaluation of as many episodes (``eval.sampling``), through its evaluation workers.
 
 Each prints episodes per hour and env steps per second (chunks played x ``env.action_chunk``); the plain
@@ -33,7 +33,6 @@ import vlarl_policies
 from vlarl_envs import family_of
 from vlarl_trainer.config import load_config
 from vlarl_trainer.rl.evaluation import evaluate_config
-from vlarl_trainer.rl.rollout import run_episodes
 from vlarl_trainer.rl.runner import Trainer, training_options
 from vlarl_trainer.rl.workers.env_worker import policy_inputs
 from vlarl_trainer.rl.workers.rollout_worker import SAMPLING_MODES
@@ -68,18 +67,15 @@ def plain_loop(config, policy_path: str, options: list[list[dict]]) -> dict[str,
             "env_share": env_seconds / seconds, "policy_share": policy_seconds / seconds}
 
 
-def trainer_rollout(trainer: Trainer) -> dict[str, float]:
-    """One training step's episodes through the trainer's workers, without its update."""
-    config, layout = trainer.config, trainer.layout
-    trainer._sync_weights(0)
-    start = time.perf_counter()
-    episodes = steps = 0
-    for epoch in range(config.rollout.rollout_epoch):
-        seed = int(np.random.default_rng([config.runner.seed, 0, epoch]).integers(2**31))
-        result = run_episodes(trainer.shards, training_options(config, 0, epoch), layout.chunk_steps, "sample", seed)
-        episodes += len(result["episode_len"])
-        steps += int(np.sum(result["episode_len"])) * config.env.action_chunk
-    return {"seconds": time.perf_counter() - start, "episodes": episodes, "env_steps": steps}
+def trainer_step(trainer: Trainer) -> tuple[dict[str, float], float]:
+    """One training step through the trainer's workers: its rollout (``time/generate_rollouts``, one step's
+    episodes) and the seconds of its update (``time/actor_training``)."""
+    config = trainer.config
+    metrics = trainer.train_step(0)
+    episodes = config.env.num_envs * config.rollout.rollout_epoch
+    steps = round(metrics["env/episode_len"] * episodes) * config.env.action_chunk
+    rollout = {"seconds": metrics["time/generate_rollouts"], "episodes": episodes, "env_steps": steps}
+    return rollout, metrics["time/actor_training"]
 
 
 def trainer_evaluation(trainer: Trainer) -> dict[str, float]:
@@ -115,7 +111,7 @@ def main() -> None:
                               "eval.also_sampling=[]"])
         trainer = Trainer(config)
         try:
-            rollout = trainer_rollout(trainer)
+            rollout, update_seconds = trainer_step(trainer)
             evaluation = trainer_evaluation(trainer)
             options = [training_options(config, 0, epoch) for epoch in range(config.rollout.rollout_epoch)]
             plain = plain_loop(config, trainer.policy_path, options)
@@ -129,6 +125,8 @@ def main() -> None:
     print(row("plain loop (one process)", plain))
     print(row("trainer rollout", rollout))
     print(row("trainer evaluation", evaluation))
+    print(f"\ntrainer update after the rollout: {update_seconds:.1f} s "
+          f"({update_seconds / (update_seconds + rollout['seconds']):.0%} of the step)")
     ratio = (rollout["episodes"] / rollout["seconds"]) / (plain["episodes"] / plain["seconds"])
     print(f"\ntrainer / plain loop: {ratio:.2f}")
 

@@ -120,6 +120,21 @@ def test_images_do_not_depend_on_the_tasks_played_before():
     single.close()
 
 
+def test_fast_render_skips_the_reflection_pass_and_draws_the_same_frame():
+    """fast_render turns MuJoCo's reflection pass off (a third of a small frame on a CPU): the frames
+    equal those drawn with it, for a task whose scene holds the most reflective materials."""
+    import mujoco
+
+    env = gym.make("vlarl/MetaWorld-window-open-v3", image_size=64)
+    fast, _ = env.reset(options={"episode_id": 0})
+    viewer = env.unwrapped.simulator.mujoco_renderer.viewer
+    assert viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] == 0
+    viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 1
+    reflected = env.unwrapped.complete_observation({})["main_images"]
+    env.close()
+    np.testing.assert_array_equal(fast["main_images"], reflected)
+
+
 def test_first_frame_shows_the_episode_layout():
     """The reset frame shows where this episode put the window, not a layout that the first
     step then corrects: a step that barely moves the arm changes the frame far less than

@@ -306,8 +306,8 @@ def test_actor_threads_default_to_the_runners():
     from vlarl_trainer.rl.runner import actor_threads
 
     recipe = "recipe=metaworld_10_ppo_openpi_tiny"
-    assert actor_threads(load_config([recipe, "runner.torch_threads=3"])) == 3
-    assert actor_threads(load_config([recipe, "runner.torch_threads=3", "actor.torch_threads=2"])) == 2
+    assert actor_threads(load_config([recipe, "runner.torch_threads=3", "actor.torch_threads=null"])) == 3
+    assert actor_threads(load_config([recipe, "runner.torch_threads=3", "actor.torch_threads=1"])) == 1
 
 
 @pytest.mark.parametrize("recipe", sorted(available_recipes()))

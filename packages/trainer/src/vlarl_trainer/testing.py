@@ -3,7 +3,7 @@
     vlarl-train recipe=metaworld_10_ppo_openpi_tiny <SMALL_RUN ...> runner.max_steps=2
 
 Two envs of MetaWorld reach-v3 at 64 px play 10-step episodes (two chunk steps), one rollout epoch
-a step, in one pipeline stage; the update makes two passes of two micro-batches. The reward is the
+a step, in one pipeline stage of one env worker; the update makes two passes of two micro-batches. The reward is the
 simulator's dense one, so every step's episodes differ in reward and the policy updates (a sparse reward
 at random init gives groups without signal, which ``algorithm.skip_no_signal`` leaves out).
 """
@@ -21,6 +21,7 @@ SMALL_RUN = [
     "eval.at_start=false",
     "eval.episodes_per_task=1",
     "runner.progress=false",
+    "cluster.component_placement.env=0",
 ]
 
 REFERENCE_RUN = ["recipe=metaworld_10_ppo_openpi_tiny", *SMALL_RUN, "runner.max_steps=3", "runner.save_interval=1"]
