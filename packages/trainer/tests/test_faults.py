@@ -126,7 +126,9 @@ def test_env_restarts_past_the_limit_stop_the_run(tmp_path, embedded_ray):
 
 
 def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_step(tmp_path, embedded_ray):
+    handler = signal.getsignal(signal.SIGTERM)
     trainer = make_trainer(tmp_path, "runner.save_interval=0")
+    assert signal.getsignal(signal.SIGTERM) is not handler  # caught from the run's start
 
     def slow_down(worker):
         env = worker.stages[0].envs[0]
@@ -149,7 +151,6 @@ def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_
         os.kill(os.getpid(), signal.SIGTERM)
 
     watcher = threading.Thread(target=stop_during_the_second_rollout, daemon=True)
-    handler = signal.getsignal(signal.SIGTERM)
     watcher.start()
     try:
         with pytest.raises(RunStopped) as stopped:
@@ -162,6 +163,31 @@ def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_
     assert waited < 6, f"the rollout's remaining 8 s were waited for ({waited:.1f} s)"
     assert sorted(read_metrics(trainer.run_dir)) == [1]
     assert signal.getsignal(signal.SIGTERM) is handler  # the run's handler is gone
+
+
+def test_sigterm_while_the_workers_start_stops_the_run_before_its_first_step(tmp_path, embedded_ray):
+    """The handler is in place from the run's start: a SIGTERM while its workers start (a scheduler that
+    stops a job minutes into its start-up) neither kills the driver nor is lost; the run stops before
+    training, with nothing to checkpoint."""
+    started = threading.Event()
+
+    def stop_while_starting():
+        started.wait()
+        time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_while_starting, daemon=True).start()
+    config = load_config([*REFERENCE_RUN, f"runner.output_dir={tmp_path}", "runner.name=run"])
+    started.set()
+    trainer = Trainer(config)
+    try:
+        assert trainer.stop_signals.signum == signal.SIGTERM
+        with pytest.raises(RunStopped) as stopped:
+            trainer.run()
+    finally:
+        trainer.close()
+    assert stopped.value.step == 0 and stopped.value.checkpoint is None and stopped.value.exit_code == 143
+    assert not (trainer.run_dir / "checkpoints").exists() or not list((trainer.run_dir / "checkpoints").iterdir())
 
 
 def test_resume_past_a_truncated_checkpoint_replays_from_the_intact_one(tmp_path, embedded_ray, reference_run,
@@ -265,18 +291,23 @@ def wait_for_new_workers(process: subprocess.Popen, run_dir: Path, old: dict) ->
 def test_sigterm_and_a_killed_driver_leave_no_process_and_resume_auto_trains_as_an_unbroken_run(
         tmp_path, reference_metrics):
     """One command submitted three times, as a cluster's scheduler resubmits a job script: stopped by SIGTERM
-    during a step, then killed (SIGKILL, no handler) once its workers run, then left to finish."""
+    to every process of it at once (as SLURM stops a job: the driver, Ray's GCS, raylet and agents, the
+    workers) during a step, then killed (SIGKILL, no handler) once its workers run, then left to finish.
+    It saves no checkpoint of its own accord, so the one the stop leaves is written after the signal."""
     run_dir = tmp_path / "run"
-    arguments = command(tmp_path, "run", "resume=auto")
+    arguments = command(tmp_path, "run", "resume=auto", "runner.save_interval=0")
 
     process = start(arguments)
     wait_for_step(process, run_dir, 1)
     processes = descendants(process.pid)
-    process.send_signal(signal.SIGTERM)
+    for signalled in [process, *processes]:
+        with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+            signalled.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr[-3000:]
     stopped_after = int(stderr.split("stopped by SIGTERM after step ")[1].split(";")[0])
     assert stopped_after in (1, 2)  # the rollout of step 2 is abandoned, its update finished
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == [f"step_{stopped_after}"]
     assert (run_dir / "checkpoints" / f"step_{stopped_after}" / "trainer_state.json").exists()
     assert f"continue with: vlarl-train resume={run_dir}" in stderr
     assert_all_gone(processes)

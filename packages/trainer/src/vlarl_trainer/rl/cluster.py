@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import socket
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from vlarl_trainer.rl.placement import device_count
-from vlarl_trainer.rl.stopping import Abandon
+from vlarl_trainer.rl.stopping import STOP_SIGNALS, Abandon
 from vlarl_trainer.rl.workers.process import STACK_SIGNAL, stack_file
 
 GRACEFUL_EXIT_SECONDS = 5.0
@@ -94,18 +96,47 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
     if address is not None:
         check_reachable(address)
         try:
-            ray.init(address=address, configure_logging=False, log_to_driver=True)
+            with stop_signals_kept_from_ray():
+                ray.init(address=address, configure_logging=False, log_to_driver=True)
         except ConnectionError as error:
             raise ValueError(unreachable_message(address, str(error).splitlines()[0])) from None
         return
     for attempt in range(1, EMBEDDED_START_ATTEMPTS + 1):
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, configure_logging=False, log_to_driver=True)
+            with stop_signals_kept_from_ray():
+                ray.init(num_cpus=num_cpus, include_dashboard=False, configure_logging=False, log_to_driver=True)
             return
         except Exception as error:  # Ray raises a bare Exception when its node does not come up in time
             ray.shutdown()
             if "timed out during startup" not in str(error) or attempt == EMBEDDED_START_ATTEMPTS:
                 raise
+
+
+@contextlib.contextmanager
+def stop_signals_kept_from_ray() -> Iterator[None]:
+    """While Ray starts: the processes and threads it starts never see SIGTERM or SIGINT, and this process keeps
+    its handlers.
+
+    A scheduler that stops a job signals all its processes at once (SLURM's ``scancel`` and time limit);
+    the GCS, raylet and agents of an embedded Ray would shut down on SIGTERM and take the workers, whose
+    state the driver is about to checkpoint, with them. A process inherits its parent's blocked signals
+    and keeps them across ``exec``, so the signals are blocked while ``ray.init`` starts them (the driver
+    ends them with SIGKILL a second after its SIGTERM). ``ray.init`` also sets a SIGTERM handler of its own
+    in this process, which logs and aborts: the handlers from before come back before the main thread lets
+    the signals through, so one held back meanwhile reaches the run's handler (a thread this process
+    started before, which blocks nothing, may still take a signal while Ray's handler is in place)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 ADDRESS_CHECK_SECONDS = 5

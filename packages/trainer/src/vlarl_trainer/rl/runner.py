@@ -121,6 +121,16 @@ def env_instructions(config: VlarlConfig) -> list[str]:
 
 class Trainer:
     def __init__(self, config: VlarlConfig) -> None:
+        self.stop_signals = StopSignals().install()
+        """The run's stop signals, caught from its start: one that comes while the workers start stops the run
+        before its first step; ``run`` gives the previous handlers back when it ends, as ``close`` does."""
+        try:
+            self._set_up(config)
+        except BaseException:
+            self.stop_signals.restore()
+            raise
+
+    def _set_up(self, config: VlarlConfig) -> None:
         check_pretrained_exists(config)
         check_reachable(config.cluster.address)
         self.layout = validate(config)
@@ -224,7 +234,7 @@ class Trainer:
         results: dict[str, Any] = {}
         metrics_path = self.run_dir / "metrics.jsonl"
         try:
-            with StopSignals() as stop:
+            with self.stop_signals as stop:
                 self.deadline.abandon = stop.should_abandon
                 try:
                     self._train(logger, results, metrics_path, stop)
@@ -384,7 +394,9 @@ class Trainer:
         )
 
     def close(self) -> None:
-        """Stop the workers and the orphan watcher (console scripts leave the watcher to end with them)."""
+        """Stop the workers and the orphan watcher (console scripts leave the watcher to end with them), and
+        give the stop signals their previous handlers back."""
+        self.stop_signals.restore()
         for group in self.groups:
             group.kill()
         if self.gpus is not None:

@@ -59,14 +59,24 @@ class StopSignals:
         self._abandonable = False
         self._previous: dict[int, object] = {}
 
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
+    def install(self) -> StopSignals:
+        """Catch the stop signals from now on (in the main thread; elsewhere Python sets no handlers); a
+        second call changes nothing."""
+        if not self._previous and threading.current_thread() is threading.main_thread():
             self._previous = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def restore(self) -> None:
+        """Give the stop signals their handlers from before ``install`` back; a second call changes nothing."""
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        self._previous = {}
+
+    def __enter__(self) -> StopSignals:
+        return self.install()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.restore()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:  # the second signal: stop now, as without the handler

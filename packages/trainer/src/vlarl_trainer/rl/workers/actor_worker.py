@@ -96,7 +96,7 @@ class ActorWorker(WorkerProcess):
         total_optimizer_steps: int,
         threads: int,
     ) -> None:
-        self.enable_stack_dumps()
+        self.prepare_process()
         self.rank, self.world_size = rank, world_size
         self.actor, self.algorithm = actor, algorithm
         self.sharded = actor.strategy == "fsdp"

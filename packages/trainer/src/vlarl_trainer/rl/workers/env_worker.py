@@ -49,7 +49,7 @@ class EnvWorker(WorkerProcess):
     def __init__(
         self, env_id: str, env_kwargs: dict[str, Any], action_chunk: int, envs_per_stage: int, stage_num: int
     ) -> None:
-        self.enable_stack_dumps()
+        self.prepare_process()
         from vlarl_envs import family_of
 
         family = family_of(env_id)

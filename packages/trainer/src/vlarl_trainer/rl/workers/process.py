@@ -1,4 +1,5 @@
-"""What every worker process answers besides its job: where it runs, and its Python stacks on request.
+"""What every worker process does besides its job: it answers where it runs, dumps its Python stacks on
+request, and leaves the stop signals to the driver.
 
 A driver whose call misses its deadline cannot ask the worker anything (Ray runs one call at a time),
 so each worker registers faulthandler for SIGUSR1 at start: the signal makes the interpreter write
@@ -6,6 +7,12 @@ every thread's stack to ``stack_file(pid)`` without the worker's help, even insi
 loop that holds the GIL for good. The files live in a directory only their user may enter, and are
 opened without following links, so another user can neither read them nor plant a link to a file of
 ours for a dump to overwrite.
+
+A scheduler that stops a job signals every process of it at once (SLURM's ``scancel`` and time limit send
+SIGTERM to all of the job's processes, Ray's workers included). A worker that exited on it would take the
+actor's optimizer state and the rollout's weights with it before the driver writes the checkpoint of the
+last finished step, so workers ignore SIGTERM and SIGINT: the driver stops the run (``rl.stopping``) and
+ends them (``ray.kill``; after a SIGKILL of the driver, the run's watcher sends SIGKILL after SIGTERM).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import tempfile
 from typing import IO
 
 import ray
+
+from vlarl_trainer.rl.stopping import STOP_SIGNALS
 
 STACK_SIGNAL = signal.SIGUSR1
 
@@ -44,6 +53,13 @@ class WorkerProcess:
     """Base of the env, rollout and actor workers."""
 
     _stack_output: IO[str] | None = None
+
+    def prepare_process(self) -> None:
+        """The first call of every worker's ``__init__`` (which Ray runs in the process's main thread, where
+        Python sets signal handlers): stack dumps on ``STACK_SIGNAL``, and SIGTERM and SIGINT ignored."""
+        self.enable_stack_dumps()
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
     def enable_stack_dumps(self) -> None:
         """From now on ``STACK_SIGNAL`` writes this process's stacks to ``stack_file(pid)``."""

@@ -29,7 +29,7 @@ from zero start noise (the same chunk every time; token policies: as ``determini
 
 class RolloutWorker(WorkerProcess):
     def __init__(self, policy_path: str, threads: int) -> None:
-        self.enable_stack_dumps()
+        self.prepare_process()
         self.policy = load_policy(policy_path, threads).eval()
         self.device = self.policy.device
         """Where the policy acts; ``offload`` parks it on the CPU in between."""
