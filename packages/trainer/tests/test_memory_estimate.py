@@ -24,7 +24,7 @@ pytestmark = pytest.mark.sim
 
 RECIPES = {"pi0": "metaworld_10_ppo_openpi_tiny", "openvla_oft": "metaworld_10_ppo_openvlaoft_tiny"}
 SMALL = ["env.id=vlarl/MetaWorld-reach-v3", "env.num_envs=2", "actor.global_batch_size=4", "actor.micro_batch_size=2",
-         "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 100}"]
+         "env.kwargs={obs_mode: rgb, image_size: 64, horizon: 100}", "cluster.component_placement.env=0"]
 
 
 def estimate(name: str, *overrides: str):
