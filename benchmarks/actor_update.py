@@ -25,11 +25,11 @@ from gymnasium import spaces
 import vlarl_policies
 from vlarl_trainer.config import load_config
 from vlarl_trainer.rl.batch import minibatch_plan
-from vlarl_trainer.rl.cluster import free_port
 from vlarl_trainer.rl.memory import estimate_actor_memory, observation_batch
 from vlarl_trainer.rl.runner import actor_threads
 from vlarl_trainer.rl.validation import Layout
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+from vlarl_trainer.rl.workers.process import local_rendezvous
 
 GIB = 2**30
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -86,7 +86,7 @@ def measure(recipe: str, overrides: list[str], policy_path: str, batch: dict, ar
                                                  [INSTRUCTION])
     samples = len(batch["weights"])
     plan = minibatch_plan(samples, samples, args.micro_batch, 1, 1, 0)
-    worker = ActorWorker(0, 1, "127.0.0.1", free_port(), policy_path, config.actor, config.algorithm,
+    worker = ActorWorker(0, 1, local_rendezvous(), policy_path, config.actor, config.algorithm,
                          total_optimizer_steps=10, threads=actor_threads(config))
     worker.train(batch, plan)
     if DEVICE == "cuda":

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 from torch.distributed.fsdp import FSDPModule
@@ -21,11 +22,11 @@ from torch.distributed.tensor import DTensor
 import vlarl_policies
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig, load_config
 from vlarl_trainer.rl.batch import minibatch_plan
-from vlarl_trainer.rl.cluster import free_port
 from vlarl_trainer.rl.memory import state_bytes
 from vlarl_trainer.rl.validation import check_training
 from vlarl_trainer.rl.workers import sharding
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+from vlarl_trainer.rl.workers.process import local_rendezvous
 
 pytestmark = pytest.mark.slow
 
@@ -39,10 +40,10 @@ CLOSE = {"rtol": 1e-4, "atol": 1e-6}
 RANK_TIMEOUT = 300
 
 
-def make_worker(rank: int, world_size: int, port: int, policy_path: str, **settings) -> ActorWorker:
+def make_worker(rank: int, world_size: int, rendezvous: str, policy_path: str, **settings) -> ActorWorker:
     """An actor rank with ``ACTOR``'s sizes and the ``ActorConfig`` ``settings`` (strategy, precision, ...)."""
     actor = ActorConfig(**ACTOR, **settings)
-    return ActorWorker(rank, world_size, "127.0.0.1", port, policy_path, actor, AlgorithmConfig(),
+    return ActorWorker(rank, world_size, rendezvous, policy_path, actor, AlgorithmConfig(),
                        total_optimizer_steps=10, threads=1)
 
 
@@ -109,18 +110,25 @@ def run_rank(job_path: str, rank: int) -> None:
     """One rank of each of the job's runs, one after another; every rank saves its outcomes."""
     job = torch.load(job_path, weights_only=False)
     out = Path(job["out"])
-    ports = iter(job["ports"])
+    rendezvous = iter(job["rendezvous"])
     results = {}
     for name, settings in job["runs"]:
-        worker = make_worker(rank, 2, next(ports), job["policy"], **settings)
+        worker = make_worker(rank, 2, next(rendezvous), job["policy"], **settings)
         results[name] = outcome(worker, worker.train(job["batch"], job["plans"]["first"]))
+        results["listening"] = results.get("listening", []) + listening_addresses()
         if name == "fsdp":
-            results["resume"] = save_and_resume(worker, rank, job, out / "checkpoint", next(ports))
+            results["resume"] = save_and_resume(worker, rank, job, out / "checkpoint", next(rendezvous))
         worker.close()
     torch.save(results, out / f"rank{rank}.pt")
 
 
-def save_and_resume(worker: ActorWorker, rank: int, job: dict, checkpoint: Path, port: int) -> dict:
+def listening_addresses() -> list[str]:
+    """The addresses this process listens on (the ranks' collectives)."""
+    return [connection.laddr.ip for connection in psutil.Process().net_connections("inet")
+            if connection.status == psutil.CONN_LISTEN]
+
+
+def save_and_resume(worker: ActorWorker, rank: int, job: dict, checkpoint: Path, rendezvous: str) -> dict:
     """Save after the first plan, train the second; then a fresh pair loads the checkpoint and trains the
     second plan too."""
     checkpoint.mkdir(exist_ok=True)
@@ -129,7 +137,7 @@ def save_and_resume(worker: ActorWorker, rank: int, job: dict, checkpoint: Path,
     uninterrupted = training_state(worker)
     moments, parameters = len(worker.optimizer.state), len(list(worker.policy.parameters()))
     worker.close()
-    fresh = make_worker(rank, 2, port, job["policy"], strategy="fsdp")
+    fresh = make_worker(rank, 2, rendezvous, job["policy"], strategy="fsdp")
     fresh.load(str(checkpoint))
     fresh.train(job["batch"], job["plans"]["second"])
     return {"uninterrupted": uninterrupted, "resumed": training_state(fresh),
@@ -140,7 +148,7 @@ def two_ranks(tmp_path: Path, policy_path: str, runs: list[tuple[str, dict]]) ->
     """Both ranks' outcomes of ``runs`` (name, actor settings), in two processes of this file."""
     policy = vlarl_policies.from_pretrained(policy_path)
     job = {"policy": policy_path, "runs": runs, "batch": synthetic_batch(policy), "plans": plans(2),
-           "ports": [free_port() for _ in range(len(runs) + 1)], "out": str(tmp_path)}
+           "rendezvous": [local_rendezvous() for _ in range(len(runs) + 1)], "out": str(tmp_path)}
     torch.save(job, tmp_path / "job.pt")
     processes = [subprocess.Popen([sys.executable, __file__, str(tmp_path / "job.pt"), str(rank)],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
@@ -155,7 +163,7 @@ def two_ranks(tmp_path: Path, policy_path: str, runs: list[tuple[str, dict]]) ->
 
 
 def one_rank(policy_path: str, precision: str = "fp32", **settings) -> tuple[ActorWorker, dict]:
-    worker = make_worker(0, 1, free_port(), policy_path, precision=precision, **settings)
+    worker = make_worker(0, 1, local_rendezvous(), policy_path, precision=precision, **settings)
     batch = synthetic_batch(vlarl_policies.from_pretrained(policy_path))
     return worker, outcome(worker, worker.train(batch, plans(1)["first"]))
 
@@ -202,6 +210,8 @@ def test_fsdp_and_ddp_over_two_ranks_make_the_update_of_one_rank(policy_name, re
             torch.testing.assert_close(two["state"][name], tensor, **CLOSE, msg=f"{strategy}: {name}")
         # clip_grad_norm_ over FSDP's sharded gradients: the norm of the whole gradient, as on one rank
         assert two["metrics"]["grad_norm"] == pytest.approx(one["metrics"]["grad_norm"], rel=1e-4)
+    for rank in runs["ranks"]:  # ranks of one machine meet in a file and connect over its loopback only
+        assert rank["listening"] and set(rank["listening"]) <= {"127.0.0.1", "::1"}, rank["listening"]
 
 
 def test_fsdp_on_one_rank_with_offload_makes_the_update_of_one_rank(pi0):
@@ -217,7 +227,7 @@ def test_fsdp_on_one_rank_with_offload_makes_the_update_of_one_rank(pi0):
 
 
 def test_gradient_checkpointing_recomputes_the_layers_and_makes_the_same_update(pi0):
-    worker = make_worker(0, 1, 0, pi0["path"], gradient_checkpointing=True)
+    worker = make_worker(0, 1, local_rendezvous(), pi0["path"], gradient_checkpointing=True)
     batch = synthetic_batch(vlarl_policies.from_pretrained(pi0["path"]))
     first_layer = worker.policy.vlm.language_model.layers[0].mlp
     calls = []
@@ -265,7 +275,7 @@ def test_fsdp_checkpoint_resumes_exactly_and_is_a_pretrained_policy(pi0):
 
 
 def test_a_checkpoint_of_fsdp_ranks_resumes_on_one_rank(pi0):
-    worker = make_worker(0, 1, 0, pi0["path"])
+    worker = make_worker(0, 1, local_rendezvous(), pi0["path"])
     worker.load(str(pi0["checkpoint"]))
     worker.train(synthetic_batch(vlarl_policies.from_pretrained(pi0["path"])), plans(1)["second"])
     for name, tensor in pi0["ranks"][0]["resume"]["uninterrupted"].items():
@@ -281,7 +291,7 @@ def test_a_checkpoint_of_vlarl_trainer_0_17_resumes(tmp_path):
                tmp_path / "checkpoint" / "actor_state.pt")
     batch, second = synthetic_batch(worker.policy), plans(1)["second"]
     worker.train(batch, second)
-    fresh = make_worker(0, 1, 0, path)
+    fresh = make_worker(0, 1, local_rendezvous(), path)
     fresh.load(str(tmp_path / "checkpoint"))
     fresh.train(batch, second)
     for name, tensor in worker.policy.state_dict().items():
@@ -338,7 +348,7 @@ def test_a_bfloat16_policy_trains_in_fp32_and_saves_bfloat16(tmp_path):
     # actor_state.pt keeps the fp32 weights the bf16 checkpoint rounds, so a resume is exact
     batch, second = synthetic_batch(saved), plans(1)["second"]
     worker.train(batch, second)
-    fresh = make_worker(0, 1, 0, path)
+    fresh = make_worker(0, 1, local_rendezvous(), path)
     fresh.load(str(checkpoint))
     fresh.train(batch, second)
     for name, tensor in worker.policy.state_dict().items():

@@ -45,8 +45,8 @@ def test_the_fsdp_actor_never_holds_the_whole_fp32_policy_on_the_gpu(tmp_path):
     """A bf16 checkpoint trained in fp32 with FSDP2 and offload: widened on the CPU, moved to the GPU one
     shard unit at a time, so the GPU's peak while the actor starts stays below the policy's fp32 size."""
     from vlarl_trainer.config import ActorConfig, AlgorithmConfig
-    from vlarl_trainer.rl.cluster import free_port
     from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+    from vlarl_trainer.rl.workers.process import local_rendezvous
 
     torch.manual_seed(0)
     policy = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4, add_value_head=True,
@@ -54,7 +54,7 @@ def test_the_fsdp_actor_never_holds_the_whole_fp32_policy_on_the_gpu(tmp_path):
     path = str(policy.save_pretrained(tmp_path / "pi0"))
     fp32_bytes = sum(parameter.numel() * 4 for parameter in policy.parameters())
     torch.cuda.reset_peak_memory_stats()
-    worker = ActorWorker(0, 1, "127.0.0.1", free_port(), path,
+    worker = ActorWorker(0, 1, local_rendezvous(), path,
                          ActorConfig(strategy="fsdp", offload=True, precision="fp32"), AlgorithmConfig(),
                          total_optimizer_steps=1, threads=1)
     peak = torch.cuda.max_memory_allocated()

@@ -17,6 +17,7 @@ import vlarl_policies
 from vlarl_trainer.config import ActorConfig, AlgorithmConfig
 from vlarl_trainer.rl.batch import build_batch, minibatch_plan
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker
+from vlarl_trainer.rl.workers.process import local_rendezvous
 
 STEPS, CHUNK, ACTION_DIM = 3, 2, 4
 
@@ -103,7 +104,7 @@ def actor(policy_path: str, **algorithm) -> ActorWorker:
     """One actor rank on the CPU with weight decay and an entropy bonus, both of which move parameters
     whatever the advantages."""
     settings = ActorConfig(global_batch_size=4, micro_batch_size=2, lr=1e-2, value_lr=1e-2, weight_decay=0.1)
-    worker = ActorWorker(0, 1, "127.0.0.1", None, policy_path, settings,
+    worker = ActorWorker(0, 1, local_rendezvous(), policy_path, settings,
                          AlgorithmConfig(entropy_coef=0.01, **algorithm), total_optimizer_steps=10, threads=1)
     return worker
 

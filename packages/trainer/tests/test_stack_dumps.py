@@ -1,10 +1,13 @@
-"""Worker stack dumps (``workers.process``): a private directory, no link followed, and the dump itself."""
+"""Worker stack dumps (``workers.process``): a private directory, no link followed, and the dump itself; the
+private rendezvous files of the actor ranks."""
 
 from __future__ import annotations
 
 import faulthandler
 import os
 import stat
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -53,3 +56,19 @@ def test_the_signal_writes_this_process_stacks(temp_root):
         worker._stack_output.close()
     dump = open(stack_file(os.getpid())).read()
     assert "test_the_signal_writes_this_process_stacks" in dump
+
+
+def test_a_local_rendezvous_is_a_new_file_of_this_user_alone_gone_at_exit(tmp_path):
+    """Actor ranks of one machine meet in a file (no port): a new name in a private directory each time,
+    removed when the process that chose it exits."""
+    script = (f"import pathlib, tempfile; tempfile.gettempdir = lambda: {str(tmp_path)!r}\n"
+              "from vlarl_trainer.rl.workers.process import local_rendezvous\n"
+              "first, second = local_rendezvous(), local_rendezvous()\n"
+              "pathlib.Path(first.removeprefix('file://')).write_text('store')\n"
+              "print(first, second)")
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    first, second = shown.stdout.split()
+    assert first.startswith("file://") and first != second
+    directory = os.path.dirname(first.removeprefix("file://"))
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+    assert os.listdir(directory) == []

@@ -43,6 +43,7 @@ from vlarl_trainer.rl.validation import (
 )
 from vlarl_trainer.rl.workers.actor_worker import POLICY_LOSS_METRICS, ActorWorker
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
+from vlarl_trainer.rl.workers.process import local_rendezvous
 from vlarl_trainer.run_dirs import new_run_dir, write_atomically
 
 
@@ -188,15 +189,17 @@ class Trainer:
         samples = config.env.num_envs * config.rollout.rollout_epoch * layout.chunk_steps
         optimizer_steps = (config.runner.max_steps * config.actor.update_epoch
                            * max(1, samples // config.actor.global_batch_size))
-        actor_args = [((rank, world, None, None, policy_path, config.actor, config.algorithm,
+        actor_args = [((rank, world, None, policy_path, config.actor, config.algorithm,
                         optimizer_steps, actor_threads(config)), {}) for rank in range(world)]
         self.actor = WorkerGroup("actor", ActorWorker, layout.placement["actor"], actor_args, self.gpus, self.deadline,
                                  spread=True)
         for group in self.groups:
             group.identify(config.cluster.start_timeout)
-        # The ranks meet where Ray put rank 0, which may be another node than the driver's.
-        master_addr, master_port = self.actor.get(self.actor.workers[0].rendezvous_point.remote())
-        self.actor.get(self.actor.call("join", master_addr, master_port), config.cluster.start_timeout)
+        # Under an embedded Ray every rank runs here; on a cluster they meet where Ray put rank 0, which may be
+        # another node than the driver's.
+        rendezvous = (local_rendezvous() if config.cluster.address is None
+                      else self.actor.get(self.actor.workers[0].rendezvous_point.remote()))
+        self.actor.get(self.actor.call("join", rendezvous), config.cluster.start_timeout)
         self.write_workers()
         if self.resume_from is not None:
             self.actor.get(self.actor.call("load", str(self.resume_from)))

@@ -10,9 +10,12 @@ a checkpoint's policy) is cast back to the dtypes the policy was loaded in, so a
 one; a checkpoint's ``actor_state.pt`` keeps the entries that cast rounds (``master_weights``), so a
 resume continues from the exact weights.
 
-The ranks rendezvous at rank 0's node. Ray decides where each rank runs, so the driver builds the ranks
-without an address, asks rank 0 for ``rendezvous_point`` (its node's address as Ray knows it and a free
-port there) and then calls ``join`` on every rank with it: ranks on several nodes meet as ranks on one.
+The ranks meet at a rendezvous, a torch ``init_method``. On a cluster Ray decides where each rank runs, so
+the driver builds the ranks without one, asks rank 0 for ``rendezvous_point`` (``tcp://`` its node's
+address as Ray knows it and a free port there) and then calls ``join`` on every rank with it: ranks on
+several nodes meet as ranks on one. Under an embedded Ray every rank runs on this machine, and they meet
+at ``local_rendezvous()``: a file in a directory of this user alone, with gloo's and NCCL's sockets on the
+loopback interface, so no port of the run listens beyond this machine.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from vlarl_trainer.config import ActorConfig, AlgorithmConfig
 from vlarl_trainer.rl.cluster import free_port
 from vlarl_trainer.rl.workers import sharding
 from vlarl_trainer.rl.workers.policy_loading import load_policy, worker_device
-from vlarl_trainer.rl.workers.process import WorkerProcess
+from vlarl_trainer.rl.workers.process import WorkerProcess, loopback_interface
 
 POLICY_LOSS_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "clipped_ratio", "ratio_mean", "ratio_min",
                        "ratio_max", "dual_clip_fraction", "entropy", "entropy_loss"}
@@ -81,15 +84,14 @@ def cast_parameters(module: nn.Module, dtype: torch.dtype) -> None:
 
 
 class ActorWorker(WorkerProcess):
-    """One actor rank. Built with ``master_addr`` None it waits for ``join`` (the trainer's two phases);
-    built with an address it joins at once, as a rank outside Ray does."""
+    """One actor rank. Built with ``rendezvous`` None it waits for ``join`` (the trainer's two phases); built
+    with one it joins at once, as a rank outside Ray does."""
 
     def __init__(
         self,
         rank: int,
         world_size: int,
-        master_addr: str | None,
-        master_port: int | None,
+        rendezvous: str | None,
         policy_path: str,
         actor: ActorConfig,
         algorithm: AlgorithmConfig,
@@ -113,24 +115,27 @@ class ActorWorker(WorkerProcess):
         cast_parameters(self.policy, PARAMETER_DTYPES[actor.precision])
         self.device = worker_device()
         self.total_optimizer_steps = total_optimizer_steps
-        if master_addr is not None:
-            self.join(master_addr, master_port)
+        if rendezvous is not None:
+            self.join(rendezvous)
 
-    def rendezvous_point(self) -> tuple[str, int]:
-        """Where the ranks can meet when this is rank 0: this node's address as Ray knows it (the one the
-        other nodes reach it at) and a port free on it."""
-        return ray.util.get_node_ip_address(), free_port()
+    def rendezvous_point(self) -> str:
+        """Where ranks on several nodes can meet when this is rank 0: ``tcp://`` this node's address as Ray
+        knows it (the one the other nodes reach it at) and a port free on it."""
+        return f"tcp://{ray.util.get_node_ip_address()}:{free_port()}"
 
-    def join(self, master_addr: str, master_port: int) -> None:
-        """Join the ranks' process group at rank 0's ``master_addr:master_port`` (when there are several
-        ranks), then wrap the policy for them and build the optimizer. Every rank is called at once: the
-        rendezvous waits for all of them."""
+    def join(self, rendezvous: str) -> None:
+        """Join the ranks' process group at ``rendezvous`` (``rendezvous_point`` or ``local_rendezvous``; when
+        there are several ranks), then wrap the policy for them and build the optimizer. Every rank is
+        called at once: the rendezvous waits for all of them."""
         actor = self.actor
         if self.world_size > 1 or self.sharded:
-            os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
+            if rendezvous.startswith("file://"):  # every rank on this machine: their sockets on its loopback
+                loopback = loopback_interface()
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)
+                os.environ.setdefault("NCCL_SOCKET_IFNAME", loopback)
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             self.collective_device = torch.device("cuda") if backend == "nccl" else torch.device("cpu")
-            dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
+            dist.init_process_group(backend, init_method=rendezvous, rank=self.rank, world_size=self.world_size,
                                     timeout=timedelta(minutes=10),
                                     device_id=self.device if backend == "nccl" else None)
         self.module = self._distribute(EvaluateModule(self.policy))

@@ -17,14 +17,18 @@ ends them (``ray.kill``; after a SIGKILL of the driver, the run's watcher sends 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import faulthandler
 import os
 import signal
 import socket
 import stat
 import tempfile
+import uuid
 from typing import IO
 
+import psutil
 import ray
 
 from vlarl_trainer.rl.stopping import STOP_SIGNALS
@@ -32,16 +36,44 @@ from vlarl_trainer.rl.stopping import STOP_SIGNALS
 STACK_SIGNAL = signal.SIGUSR1
 
 
-def stack_directory() -> str:
-    """This user's private directory of stack dumps (created with mode 700); one that is a link, another
-    user's or open to others is refused."""
-    path = os.path.join(tempfile.gettempdir(), f"vlarl-stacks-{os.getuid()}")
+def private_directory(kind: str, purpose: str) -> str:
+    """This user's private directory ``vlarl-<kind>-<uid>`` in the temp directory (created with mode 700) for
+    ``purpose``; one that is a link, another user's or open to others is refused."""
+    path = os.path.join(tempfile.gettempdir(), f"vlarl-{kind}-{os.getuid()}")
     os.makedirs(path, mode=0o700, exist_ok=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise PermissionError(f"{path}: expected a directory of this user alone (mode 700) for the workers' stack "
-                              f"dumps, found mode {stat.filemode(info.st_mode)} of uid {info.st_uid}; remove it")
+        raise PermissionError(f"{path}: expected a directory of this user alone (mode 700) for {purpose}, found "
+                              f"mode {stat.filemode(info.st_mode)} of uid {info.st_uid}; remove it")
     return path
+
+
+def stack_directory() -> str:
+    """This user's private directory of stack dumps."""
+    return private_directory("stacks", "the workers' stack dumps")
+
+
+def local_rendezvous() -> str:
+    """A torch ``init_method`` for ranks that all run on this machine: ``file://`` a new name in this user's
+    private directory, where torch's FileStore keeps the rendezvous (no port to listen on, no file another
+    user can read or plant). The file goes when this process exits (one killed with SIGKILL leaves its
+    half-kilobyte behind)."""
+    path = os.path.join(private_directory("rendezvous", "the actor ranks' rendezvous"), uuid.uuid4().hex)
+    atexit.register(remove_if_present, path)
+    return f"file://{path}"
+
+
+def remove_if_present(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def loopback_interface() -> str:
+    """The name of the network interface that holds 127.0.0.1 (``lo`` on Linux)."""
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(address.family == socket.AF_INET and address.address == "127.0.0.1" for address in addresses):
+            return name
+    raise RuntimeError("no network interface holds 127.0.0.1; name one in GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME")
 
 
 def stack_file(pid: int) -> str:
