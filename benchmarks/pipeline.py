@@ -31,7 +31,8 @@ import time
 from vlarl_trainer.config import load_config
 from vlarl_trainer.rl.cluster import start_ray
 from vlarl_trainer.rl.rollout import run_episodes
-from vlarl_trainer.rl.runner import Trainer, training_options
+from vlarl_trainer.rl.runner import Trainer
+from vlarl_trainer.rl.training_episodes import training_options
 
 ENV_ID = "vlarl/MetaWorld-reach-v3"
 IMAGE_SIZE = 64

@@ -33,7 +33,8 @@ import vlarl_policies
 from vlarl_envs import family_of
 from vlarl_trainer.config import load_config
 from vlarl_trainer.rl.evaluation import evaluate_config
-from vlarl_trainer.rl.runner import Trainer, training_options
+from vlarl_trainer.rl.runner import Trainer
+from vlarl_trainer.rl.training_episodes import training_options
 from vlarl_trainer.rl.workers.env_worker import policy_inputs
 from vlarl_trainer.rl.workers.rollout_worker import SAMPLING_MODES
 

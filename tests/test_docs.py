@@ -15,6 +15,8 @@ def test_readme_is_a_short_product_page_naming_every_family_policy_and_algorithm
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
     assert len((ROOT / "packages" / "trainer" / "README.md").read_text().splitlines()) <= 350
+    for package_readme in sorted((ROOT / "packages").glob("*/README.md")):
+        assert len(package_readme.read_text().splitlines()) <= 400, f"{package_readme} is a reference: <= 400 lines"
     support = readme.split("## What it supports", 1)[1].split("\n## ", 1)[0]
     for name in ("MetaWorld", "ManiSkill3", "GSEnv", "LIBERO", "CALVIN", "| pi0 ", "| pi0.5 ", "| OpenVLA ",
                  "| OpenVLA-OFT ", "| PPO ", "| GRPO "):

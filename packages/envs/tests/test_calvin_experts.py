@@ -15,7 +15,8 @@ require_simulator("calvin_env")
 
 from vlarl_envs import family_of
 from vlarl_envs.calvin import TASK_NAMES, calvin_env_id
-from vlarl_envs.calvin.experts import EXPERT_TASKS, euler_of, hand_down, rotation_of
+from vlarl_envs.calvin.expert_geometry import euler_of, hand_down, rotation_of
+from vlarl_envs.calvin.experts import EXPERT_TASKS
 from vlarl_envs.calvin.privileged import PRIVILEGED_STATE_DIM, read_privileged_state
 from vlarl_envs.calvin.simulator import aabb, by_name
 from vlarl_envs.expert_success import play_expert, success_table

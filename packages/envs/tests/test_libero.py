@@ -69,10 +69,10 @@ def test_the_family_answers_without_importing_robosuite_or_mujoco():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("suite", list(SUITE_SIZES))
-def test_check_env_passes_on_every_suite(suite):
-    """gymnasium's checker on each suite id, narrowed to one task so that its resets do not
-    rebuild a simulator per drawn task."""
+@pytest.mark.parametrize("suite", [suite for suite in SUITE_SIZES if suite != "Spatial"])
+def test_check_env_passes_on_every_other_suite(suite):
+    """gymnasium's checker on each suite id but Spatial (test_contract's), narrowed to one task so that its
+    resets do not rebuild a simulator per drawn task."""
     env_id = libero_env_id(suite)
     task = family_of(env_id).tasks(env_id)[-1]
     env = gym.make(env_id, image_size=32, tasks=[task])
@@ -190,25 +190,6 @@ def test_success_is_libero_predicate_and_ends_the_episode():
             break
     assert info["success"] and terminated and reward == 1.0
     assert info["episode"]["success_once"]
-    env.close()
-
-
-@pytest.mark.slow
-def test_bad_input_raises_the_contract_value_error():
-    env = gym.make(SPATIAL, obs_mode="state", tasks=[family_of(SPATIAL).tasks(SPATIAL)[0]])
-    env.reset(options={"episode_id": 0, "split": "test"})
-    with pytest.raises(ValueError, match=r"vlarl/LIBERO-Spatial-v0.*shape \(7,\)"):
-        env.step(np.zeros(4, np.float32))
-    for value in (np.nan, np.inf):
-        with pytest.raises(ValueError, match=r"vlarl/LIBERO-Spatial-v0.*finite"):
-            env.step(np.array([0, 0, value, 0, 0, 0, 0], np.float32))
-    with pytest.raises(ValueError, match="float action"):
-        env.step(np.zeros(7, np.int64))
-    with pytest.raises(ValueError, match="unknown task"):
-        env.reset(options={"task": "fly_to_the_moon"})
-    with pytest.raises(ValueError, match="unknown split 'semantic'"):
-        env.reset(options={"split": "semantic"})
-    env.step(np.zeros(7, np.float32))  # the env still works after rejecting bad input
     env.close()
 
 

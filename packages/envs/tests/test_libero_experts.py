@@ -15,7 +15,8 @@ require_simulator("libero.libero.envs")
 from vlarl_envs import family_of
 from vlarl_envs.expert_success import play_expert
 from vlarl_envs.libero import libero_env_id
-from vlarl_envs.libero.experts import downward_hand, hand_yaw, scripted_expert
+from vlarl_envs.libero.expert_geometry import downward_hand, hand_yaw
+from vlarl_envs.libero.experts import scripted_expert
 from vlarl_envs.libero.privileged import (
     PRIVILEGED_STATE_DIM,
     quaternion_of,

@@ -51,11 +51,6 @@ def test_required_tasks_are_registered_with_instructions():
             assert len(set(MANISKILL_INSTRUCTIONS.paraphrases(task.name))) == 3
 
 
-def test_check_env_with_images(rgb_env):
-    check_env(rgb_env.unwrapped, skip_render_check=True)
-    check_env(rgb_env, skip_render_check=True)
-
-
 def test_observation_contract(rgb_env):
     obs, info = rgb_env.reset(options={"episode_id": 2})
     assert info["episode_id"] == 2 and info["split"] == "train" and info["success"] is False
@@ -94,21 +89,13 @@ def test_same_episode_id_replays_and_splits_differ(state_env):
     assert semantic["task_description"] in MANISKILL_INSTRUCTIONS.paraphrases("PickCube")
 
 
-def test_bad_input_raises_the_contract_value_error(state_env):
+def test_bad_input_names_maniskill_tasks_splits_and_controllers(state_env):
+    """The contract's bad input is test_contract's; these are ManiSkill's own."""
     state_env.reset(seed=0)
-    with pytest.raises(ValueError, match=r"vlarl/ManiSkill-PickCube-v1.*shape \(7,\).*got shape \(6,\)"):
-        state_env.step(np.zeros(6, np.float32))
-    with pytest.raises(ValueError, match="finite"):
-        state_env.step(np.array([0, np.nan, 0, 0, 0, 0, 0], np.float32))
-    with pytest.raises(ValueError, match="dtype int64"):
-        state_env.step(np.zeros(7, np.int64))
     with pytest.raises(ValueError, match="unknown task 'PushCube'"):
         state_env.reset(options={"task": "PushCube"})
-    with pytest.raises(ValueError, match="unknown reset option"):
-        state_env.reset(options={"difficulty": 3})
     with pytest.raises(ValueError, match=r"unknown split 'vision'.*\['train', 'test', 'semantic'\]"):
         state_env.reset(options={"split": "vision"})
-    state_env.step(np.zeros(7, np.float32))  # still usable after rejecting bad input
     with pytest.raises(ValueError, match="unknown ManiSkill task 'OpenCabinetDrawer'"):
         make_maniskill_env(task="OpenCabinetDrawer")
     with pytest.raises(ValueError, match="unknown control_mode 'pd_ee_pose'"):

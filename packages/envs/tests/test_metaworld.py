@@ -35,13 +35,6 @@ def test_instructions_are_sentences_not_task_ids():
         assert canonical not in METAWORLD_INSTRUCTIONS.paraphrases(task)
 
 
-def test_check_env_single_task_rgb():
-    env = gym.make("vlarl/MetaWorld-reach-v3", image_size=32)
-    check_env(env.unwrapped)
-    check_env(env, skip_render_check=True)
-    env.close()
-
-
 def test_state_only_view_passes_gymnasium_and_sb3_checkers():
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
@@ -208,20 +201,11 @@ def test_semantic_split_replays_test_states_with_paraphrases():
     env.close()
 
 
-def test_bad_input_raises_the_contract_value_error():
+def test_a_single_task_id_plays_only_its_task_and_an_unknown_task_is_refused():
+    """The contract's bad input is test_contract's; these are MetaWorld's own."""
     env = gym.make("vlarl/MetaWorld-reach-v3", obs_mode="state")
-    env.reset(seed=0)
-    with pytest.raises(ValueError, match=r"vlarl/MetaWorld-reach-v3.*shape \(4,\)"):
-        env.step(np.zeros(3, np.float32))
-    with pytest.raises(ValueError, match="finite"):
-        env.step(np.array([np.nan, 0, 0, 0], np.float32))
     with pytest.raises(ValueError, match="unknown task 'push-v3'"):
         env.reset(options={"task": "push-v3"})
-    with pytest.raises(ValueError, match="unknown reset option"):
-        env.reset(options={"difficulty": 3})
-    with pytest.raises(ValueError, match="unknown split 'ood'"):
-        env.reset(options={"split": "ood"})
-    env.step(np.zeros(4, np.float32))  # the env still works after rejecting bad input
     env.close()
     with pytest.raises(ValueError, match="unknown MetaWorld task 'fly-v3'"):
         vlarl_envs.metaworld.make_metaworld_env(task="fly-v3")

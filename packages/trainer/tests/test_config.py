@@ -106,8 +106,8 @@ def test_rlinfs_maniskill_openpi_recipes_sample_with_flow_noise_and_score_every_
     ("metaworld_50_ppo_openpi_tiny", 50, None),
 ])
 def test_metaworld_suite_recipes_give_each_env_one_task(recipe, tasks, scored_on):
-    """An env count that is a multiple of the suite's tasks keeps one simulator per env (rl.runner.training_options);
-    ML45 trains on its 45 tasks and scores on the 5 held out."""
+    """An env count that is a multiple of the suite's tasks keeps one simulator per env
+    (rl.training_episodes.training_options); ML45 trains on its 45 tasks and scores on the 5 held out."""
     from vlarl_policies.registry import preset_config
 
     config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
@@ -160,7 +160,7 @@ def test_calvin_recipes_train_on_abc_and_score_on_d(recipe):
     from vlarl_envs import family_of
     from vlarl_envs.testing import require_simulator
     from vlarl_policies.registry import preset_config
-    from vlarl_trainer.rl.runner import training_options
+    from vlarl_trainer.rl.training_episodes import training_options
 
     require_simulator("calvin_env")
     config = load_config([f"recipe={recipe}", "policy.pretrained=/nowhere"])
@@ -337,7 +337,9 @@ def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):
     text = capsys.readouterr().out
     assert text.startswith("vlarl-train [recipe=<name>]")
     assert "recipe: " in text and "metaworld_10_ppo_openpi_tiny" in text
-    assert "job: calvin_abc_d, demo, full, gsenv, libero_spatial, ml45, mt50, put_on_plate" in text
+    assert "job: calvin_abc_d, demo, full, gsenv, libero_spatial, ml45, mt10, mt10_demo, mt50, put_on_plate" in text
+    assert "policy: openvla, openvla_oft, openvla_oft_tiny, openvla_tiny, pi0, pi05, pi05_tiny, pi0_tiny" in text
+    assert "algorithm: grpo, ppo" in text and "env: calvin_abc, calvin_abc_tiny," in text
 
 
 def test_without_a_recipe_every_component_runs_once_on_device_zero():

@@ -11,7 +11,7 @@ require_simulator("metaworld")
 
 from vlarl_trainer.config import load_config
 from vlarl_trainer.rl.evaluation import evaluation_options
-from vlarl_trainer.rl.runner import training_options
+from vlarl_trainer.rl.training_episodes import training_options
 
 pytestmark = pytest.mark.sim
 
@@ -85,7 +85,7 @@ def test_an_evaluation_env_of_other_sizes_is_refused():
 
 def test_an_evaluation_env_of_its_own_size_gets_its_own_layout():
     """ML45: 90 envs train on 45 tasks, 10 envs score the 5 held-out ones (2 env workers x 5)."""
-    from vlarl_trainer.rl.evaluation import evaluation_env
+    from vlarl_trainer.rl.eval_env import evaluation_env
     from vlarl_trainer.rl.validation import validate, validate_evaluation_env
 
     config = load_config(["recipe=metaworld_45_ppo_openpi_tiny", "job=ml45"])

@@ -37,7 +37,7 @@ from vlarl_trainer.rl.validation import validate
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = "recipe=metaworld_10_ppo_openpi_tiny"
-JOBS = ["calvin_abc_d", "demo", "full", "gsenv", "libero_spatial", "ml45", "mt50", "put_on_plate"]
+JOBS = ["calvin_abc_d", "demo", "full", "gsenv", "libero_spatial", "ml45", "mt10", "mt10_demo", "mt50", "put_on_plate"]
 pytestmark = pytest.mark.xdist_group("ray")
 """Under make test's two workers, the job tests run in the worker of the other tests that start Ray."""
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from vlarl_trainer.rl.runner import success_per_task, train_metric_name
+from vlarl_trainer.rl.training_episodes import success_per_task
+from vlarl_trainer.rl.workers.actor_worker import train_metric_name
 
 
 def test_success_per_task_splits_the_mean_by_task():

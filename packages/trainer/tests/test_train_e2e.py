@@ -16,7 +16,8 @@ from vlarl_trainer.config import load_config
 from vlarl_trainer.metrics import read_metrics as read_logged
 from vlarl_trainer.rl.evaluation import evaluate, evaluate_config, evaluation_options, format_table
 from vlarl_trainer.rl.rollout import inference_placements, place_workers, run_episodes, start_inference_workers
-from vlarl_trainer.rl.runner import Trainer, resumed_config, training_options
+from vlarl_trainer.rl.runner import Trainer, resumed_config
+from vlarl_trainer.rl.training_episodes import training_options
 from vlarl_trainer.rl.validation import validate
 from vlarl_trainer.testing import REFERENCE_RUN, SMALL_RUN
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,3 +120,20 @@ def validate_choice(env_id: str, what: str, value: Any, allowed: Iterable[str]) 
     if value not in allowed:
         raise ValueError(f"{env_id}: unknown {what} {value!r}; expected one of {allowed}")
     return value
+
+
+def validate_task_subset(env_id: str, tasks: Sequence[str] | None, available: Sequence[str], collection: str
+                         ) -> tuple[str, ...]:
+    """``available``, or ``tasks``, a subset of them in the given order: the ``tasks`` keyword of a multi-task id
+    (MetaWorld's suites, LIBERO's suites, CALVIN), which keeps the id, and so its family, while playing fewer tasks.
+    ``collection`` names what ``available`` lists in the error (``MT10``, ``LIBERO-Spatial``)."""
+    if tasks is None:
+        return tuple(available)
+    if isinstance(tasks, str) or not tasks:
+        raise ValueError(f"{env_id}: tasks must be a non-empty list of task names, got {tasks!r}")
+    unknown = [name for name in tasks if name not in available]
+    if unknown or len(set(tasks)) != len(tasks):
+        raise ValueError(f"{env_id}: tasks must be distinct tasks of {collection}, got {list(tasks)}; "
+                         f"{'unknown: ' + str(unknown) if unknown else 'repeated names'}; expected a subset of "
+                         f"{list(available)}")
+    return tuple(tasks)

@@ -18,7 +18,8 @@ once what a collector, a trainer or an evaluator needs to know about them:
 - ``robot_type`` and ``feature_names``: what a LeRobot dataset calls the robot, states and actions.
 
 Adding a family is one module that builds its ``EnvFamily`` and one ``register_family`` call in
-``vlarl_envs/__init__.py``. Nothing here imports a simulator.
+``vlarl_envs/__init__.py``. Nothing here imports a simulator: a hook that needs the simulator's package names
+it with ``deferred("module:function")``, imported on the hook's first call.
 
     >>> family = family_of("vlarl/MetaWorld-MT10-v3")      # doctest: +SKIP
     >>> family.tasks("vlarl/MetaWorld-MT10-v3")[:2], family.group("reach-v3", "test", 0)   # doctest: +SKIP
@@ -27,6 +28,7 @@ Adding a family is one module that builds its ``EnvFamily`` and one ``register_f
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +37,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from vlarl_envs.instructions import InstructionSet
-from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec
+from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec, make_vec
 
 Expert = Callable[[Mapping[str, Any]], np.ndarray]
 """obs -> action in [-1, 1]; built fresh for every episode, so it may keep state."""
@@ -46,24 +48,32 @@ class EnvFamily:
     """One family of vlarl ids; see the module docstring for what each field serves."""
 
     name: str
-    id_prefix: str
-    """Every id of the family starts with it, e.g. ``vlarl/MetaWorld-``."""
-    extra: str
-    """The pip extra that installs its simulator: ``pip install 'vlarl-envs[<extra>]'``."""
     tasks: Callable[..., tuple[str, ...]]
     """``tasks(env_id, env_kwargs=None)``."""
     splits: Callable[[str], tuple[str, ...]]
     instructions: Callable[[str], InstructionSet]
-    make_vec: Callable[..., VectorEnv]
-    """``make_vec(env_id, num_envs, **gym_make_kwargs)``."""
-    batched: bool
-    """Whether ``make_vec`` can simulate all its envs in one process rather than one per subprocess."""
+    batched: bool = False
+    """Whether N envs simulate in one process (the id's own ``vector_entry_point``) rather than one per subprocess."""
+    make_vec: Callable[..., VectorEnv] | None = None
+    """``make_vec(env_id, num_envs, **gym_make_kwargs)``; by default ``entry_point_vec`` where ``batched``, else
+    ``vlarl_envs.vector.make_vec``."""
     make_episode_vec: Callable[..., EpisodeVectorEnv] = make_episode_vec
     """``make_episode_vec(env_id, num_envs, **gym_make_kwargs)``; by default single envs in one process."""
     expert: Callable[[str], Expert | None] = lambda task: None
     group: Callable[[str, str, int], str | None] = lambda task, split, episode_id: None
     robot_type: str = "unknown"
     feature_names: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    id_prefix: str = ""
+    """Every id of the family starts with it; by default ``vlarl/<name>-``."""
+    extra: str = ""
+    """The pip extra that installs its simulator, ``pip install 'vlarl-envs[<extra>]'``; by default the name in
+    lower case."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id_prefix", self.id_prefix or f"vlarl/{self.name}-")
+        object.__setattr__(self, "extra", self.extra or self.name.lower())
+        if self.make_vec is None:
+            object.__setattr__(self, "make_vec", entry_point_vec if self.batched else make_vec)
 
     def owns(self, env_id: str) -> bool:
         return bare_id(env_id).startswith(self.id_prefix)
@@ -109,8 +119,21 @@ def entry_point_vec(env_id: str, num_envs: int, **env_kwargs: Any) -> VectorEnv:
     return gym.make_vec(bare_id(env_id), num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs)
 
 
-def registered_kwargs(env_id: str) -> dict[str, Any]:
-    """The keywords an id was registered with (its task or suite), read from gymnasium's registry."""
+def registered_kwargs(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The keywords an id was registered with (its task or suite), read from gymnasium's registry, updated with
+    ``env_kwargs``, those a ``gym.make`` call adds."""
     import gymnasium as gym
 
-    return dict(gym.spec(bare_id(env_id)).kwargs)
+    return {**gym.spec(bare_id(env_id)).kwargs, **(env_kwargs or {})}
+
+
+def deferred(entry_point: str) -> Callable[..., Any]:
+    """The function ``entry_point`` (``module:name``) names, imported on the first call, so that declaring a
+    family imports nothing of its simulator (experts, batched vector envs)."""
+    module, _, name = entry_point.partition(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call

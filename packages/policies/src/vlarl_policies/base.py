@@ -70,6 +70,22 @@ class PolicyConfig:
     sampling_fields: ClassVar[tuple[str, ...]] = ()
     """Fields that only change how ``act`` samples, never what the weights mean (pi0's flow-SDE noise,
     OpenVLA's temperature): an RL run may sample a saved policy with other values (``resample_saved``)."""
+    state_in_prompt: ClassVar[bool] = False
+    """Whether the state is normalized by its 1st and 99th percentiles (pi0.5 writes it into the prompt as
+    tokens): ``set_state_stats`` then takes ``q01``/``q99``, otherwise ``mean``/``std``."""
+    interface_fields: ClassVar[tuple[str, ...]] = (
+        "action_dim", "state_dim", "camera_keys", "action_chunk", "action_horizon")
+    """What a trainer reads of every policy's config: the env's action size A and state size S, the cameras
+    (``<name>_images`` keys of ``obs_batch``, the first required), the chunk C the env executes and the
+    horizon H of a demonstration sample ``sft_loss`` reads (H >= C). Each subclass must provide all of them
+    (a dataclass field or a property); a subclass missing one fails at import time."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = {name for klass in cls.__mro__ for name in vars(klass).get("__annotations__", {})}
+        missing = [name for name in PolicyConfig.interface_fields if name not in declared and not hasattr(cls, name)]
+        if missing:
+            raise TypeError(f"policy config {cls.__name__} must define {missing} (PolicyConfig.interface_fields)")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the ``type`` tag first; tuples become lists."""
@@ -169,6 +185,11 @@ class VLAPolicy(nn.Module):
         without it.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement gradient checkpointing")
+
+    def set_state_stats(self, *, mean: Any = None, std: Any = None, q01: Any = None, q99: Any = None) -> None:
+        """Store the state's normalization statistics in the weights (they travel with ``save_pretrained``):
+        ``q01``/``q99`` when ``config.state_in_prompt``, else ``mean``/``std``, each of the env's state size."""
+        raise NotImplementedError
 
     def set_global_step(self, step: int) -> None:
         """The trainer's current step, for policies whose sampling follows a schedule over training

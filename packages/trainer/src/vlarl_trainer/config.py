@@ -279,8 +279,8 @@ class JobConfig:
     stage sizes; the RL stage is the recipe's."""
 
     size: str = "custom"
-    """The job group the sizes come from (demo, full, mt50, ml45, libero_spatial, calvin_abc_d, put_on_plate,
-    gsenv), or custom."""
+    """The job option the sizes come from (mt10_demo, mt10, mt50, ml45, libero_spatial, calvin_abc_d,
+    put_on_plate, gsenv; demo and full, mt10's first names, keep theirs), or custom."""
 
 
 @dataclass
@@ -323,6 +323,10 @@ def available_jobs() -> list[str]:
     return _names("job")
 
 
+CHOSEN_GROUPS = ("recipe", "job", "env", "policy", "algorithm")
+"""The config groups a command line picks from by name (``policy=openvla_oft_tiny``)."""
+
+
 OPEN_MAPPINGS = ("env.kwargs", "policy.kwargs", "eval.env_kwargs", "cluster.component_placement",
                  "collect.task_episodes")
 """Mappings whose keys a job or the command line may add to, where every other key of the tree is fixed by
@@ -347,15 +351,14 @@ def store_schema() -> None:
 
 
 def check_choices(overrides: list[str], need_recipe: bool) -> None:
-    """The recipe and job a command line names exist (and a recipe is named where the command needs one):
-    a ValueError listing the choices instead of Hydra's search path."""
-    named = [o.split("=", 1) for o in overrides if o.startswith(("recipe=", "job=", "resume="))]
+    """The recipe, job, env, policy and algorithm a command line names exist (and a recipe is named where the
+    command needs one): a ValueError listing the choices instead of Hydra's search path."""
+    named = [o.split("=", 1) for o in overrides if o.startswith(tuple(f"{key}=" for key in (*CHOSEN_GROUPS, "resume")))]
     if need_recipe and not {key for key, _ in named} & {"recipe", "resume"}:
         raise ValueError(f"name a recipe: recipe=<name> ...; available: {available_recipes()}")
     for key, value in named:
-        names = {"recipe": available_recipes, "job": available_jobs}.get(key)
-        if names is not None and value not in names():
-            raise ValueError(f"unknown {key} {value!r}; available: {names()}")
+        if key in CHOSEN_GROUPS and value not in _names(key):
+            raise ValueError(f"unknown {key} {value!r}; available: {_names(key)}")
 
 
 def to_config(composed: Any) -> VlarlConfig:

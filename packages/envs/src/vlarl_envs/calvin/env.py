@@ -44,10 +44,9 @@ steps, so its return is the chain's length (``info["chain_length"]``). Chains pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -66,14 +65,8 @@ from vlarl_envs.calvin.simulator import (
     task_done,
 )
 from vlarl_envs.calvin.tasks import SymbolicState, start_states
-from vlarl_envs.contract import (
-    check_obs_mode,
-    image_shape,
-    observation_space,
-    validate_action,
-    validate_choice,
-    validate_options,
-)
+from vlarl_envs.contract import validate_choice
+from vlarl_envs.contract_env import ContractEnv
 from vlarl_envs.wrappers.action_chunk import REPLAN
 
 SPLIT_STREAMS = {"train": 0, "test": 1, "semantic": 1}
@@ -95,85 +88,62 @@ FIXTURES_LOW, FIXTURES_HIGH = np.full(12, -2.0), np.full(12, 2.0)
 """Bounds of the fixture points: metres around the table."""
 
 
-class CalvinEnv(gym.Env):
+class CalvinEnv(ContractEnv):
     """CALVIN's play table in one or several scenes, a task per episode, CALVIN's instructions and oracle."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+    splits = SPLITS
+    extra_reset_options = CHAIN_OPTIONS
 
     def __init__(
         self,
         scenes: Sequence[str],
         tasks: Sequence[str],
         env_id: str = "vlarl/CALVIN",
-        horizon: int = 360,
-        obs_mode: str = "rgb",
         image_size: int | tuple[int, int] = 200,
+        horizon: int = 360,
         renderer: str = "tiny",
-        terminate_on_success: bool = True,
-        split: str = "train",
-        render_mode: str | None = None,
         max_simulators: int | None = None,
+        **settings: Any,
     ) -> None:
         """
         Args:
             scenes: the CALVIN scenes (``A``, ``B``, ``C``, ``D``) episodes draw from.
             tasks: the CALVIN tasks this env plays, in calvin's order.
             env_id: the registered id, used in error messages.
-            horizon: steps before truncation (calvin gives each task 360).
-            obs_mode: "rgb" (both cameras + state) or "state".
             image_size: resolution of both cameras, int or (H, W); calvin records 200 (static) and 84 (gripper).
+            horizon: steps before truncation (calvin gives each task 360).
             renderer: "tiny" (pybullet's CPU renderer) or "egl" (what CALVIN's datasets were rendered with);
                 see ``vlarl_envs.calvin.simulator.RENDERERS``.
-            terminate_on_success: end the episode on the first success step.
-            split: default split for resets without ``options["split"]``.
-            render_mode: None or "rgb_array" (returns the static camera's image).
             max_simulators: how many scenes' simulators the env keeps built (about 90 MB each); an episode
                 in another scene closes the one used longest ago and builds its own (about 0.5 s). None
                 keeps every scene's. An episode plays the same in a kept simulator as in a new one.
+            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split and render_mode (the static
+                camera's image).
         """
-        if not scenes or not tasks:
-            raise ValueError(f"{env_id}: expected at least one scene and one task, got {scenes!r} and {tasks!r}")
-        check_obs_mode(obs_mode)
-        validate_choice(env_id, "split", split, SPLITS)
+        if not scenes:
+            raise ValueError(f"{env_id}: expected at least one scene, got {scenes!r}")
         validate_choice(env_id, "renderer", renderer, RENDERERS)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if horizon <= 0:
-            raise ValueError(f"{env_id}: horizon must be > 0, got {horizon}")
         if max_simulators is not None and max_simulators < 1:
             raise ValueError(f"{env_id}: max_simulators must be >= 1 or None (every scene's), got {max_simulators}")
-        self.env_id = env_id
         self.scenes = tuple(scenes)
         self.tasks = tuple(tasks)
-        self.horizon = int(horizon)
-        self.obs_mode = obs_mode
-        self.image_size = image_shape(image_size)[:2]
+        super().__init__(env_id, image_size=image_size, horizon=horizon, **settings)
         self.renderer = renderer
-        self.terminate_on_success = terminate_on_success
-        self.split = split
-        self.render_mode = render_mode
         self.max_simulators = max_simulators
         self.instructions = calvin_instructions()
         privileged_low = np.concatenate([STATE_LOW, SCENE_LOW, FIXTURES_LOW])
         privileged_high = np.concatenate([STATE_HIGH, SCENE_HIGH, FIXTURES_HIGH])
         privileged = spaces.Box(privileged_low.astype(np.float32), privileged_high.astype(np.float32), dtype=np.float32)
-        self.observation_space = observation_space(obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True,
-                                                   extra={"privileged_state": privileged})
-        self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
+        self._declare_spaces(7, STATE_LOW, STATE_HIGH, privileged, wrist_camera=True)
         self._simulators: dict[str, Any] = {}
         self._scene: str | None = None
         self._task: str | None = None
         self._instruction = ""
         self._start_info: dict = {}
-        self._elapsed = 0
-        self._budget = self.horizon
-        """Steps the current task gets: ``horizon``, or a chain's ``steps_per_task``."""
         self._chain: tuple[str, ...] | None = None
         """The tasks of the chain being played (None in a single-task episode)."""
         self._completed = 0
-        self._last_image: np.ndarray | None = None
-        self.defer_images = False
-        """While true, steps leave the images out (see ``vlarl_envs.wrappers.DefersImages``)."""
 
     @property
     def task(self) -> str | None:
@@ -207,34 +177,28 @@ class CalvinEnv(gym.Env):
         self._simulators[scene] = build_simulator(scene, *self.image_size, self.renderer)
         return self._simulators[scene]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        options = validate_options(self.env_id, options, extra=CHAIN_OPTIONS)
+    def _reset_from_options(self, options: dict[str, Any]) -> dict[str, Any]:
         if "chain" in options:
             return self._reset_chain(options)
         if "steps_per_task" in options:
             raise ValueError(f"{self.env_id}: steps_per_task sets the steps of a chain's tasks; pass it with "
                              f"the chain option, or set horizon for single-task episodes")
-        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLITS)
-        episode_id = options.get("episode_id")
-        if episode_id is None:
-            episode_id = int(self.np_random.integers(2**31))
-        chosen = validate_choice(self.env_id, "task", options["task"], self.tasks) if "task" in options else None
-        rng = np.random.default_rng([SPLIT_STREAMS[split], int(episode_id)])
+        return super()._reset_from_options(options)
+
+    def _reset_to_episode(self, split: str, episode_id: int, task: str | None) -> dict[str, Any]:
+        rng = np.random.default_rng([SPLIT_STREAMS[split], episode_id])
         scene = self.scenes[int(rng.integers(len(self.scenes)))]
         drawn = self.tasks[int(rng.integers(len(self.tasks)))]
-        task = chosen or (drawn if split == "train" else self.tasks[int(episode_id) % len(self.tasks)])
+        if task is None:
+            task = drawn if split == "train" else self.tasks[episode_id % len(self.tasks)]
         starts = start_states(task)
         state = starts[int(rng.integers(len(starts)))]
         instruction = self.instructions.choose(task, split in PARAPHRASED_SPLITS, rng)
-        self._chain, self._budget = None, self.horizon
-        observation = self._start(scene, state, task, instruction, rng)
-        success = self._success()
-        info = {"success": success, "is_success": success, "task": task, "episode_id": int(episode_id),
-                "split": split, "scene": scene}
-        return observation, info
+        self._chain = None
+        self._start(scene, state, task, instruction, rng)
+        return {"task": task, "scene": scene, "success": self._success()}
 
-    def _reset_chain(self, options: dict[str, Any]):
+    def _reset_chain(self, options: dict[str, Any]) -> dict[str, Any]:
         """Start evaluation chain ``options["chain"]``: its symbolic start state, block poses and scene drawn
         from the test split's stream of its index, its first task with the canonical instruction."""
         fixed = sorted(set(options) - set(CHAIN_OPTIONS))
@@ -250,17 +214,14 @@ class CalvinEnv(gym.Env):
         scene = self.scenes[int(rng.integers(len(self.scenes)))]
         self._chain, self._completed, self._budget = chain.tasks, 0, int(steps)
         task = chain.tasks[0]
-        observation = self._start(scene, chain.initial_condition, task, self.instructions.canonical(task), rng)
-        return observation, {"success": False, "is_success": False, "task": task, "episode_id": int(index),
-                             "split": "test", "scene": scene, "chain": int(index), "chain_tasks": list(chain.tasks),
-                             "chain_length": 0}
+        self._start(scene, chain.initial_condition, task, self.instructions.canonical(task), rng)
+        return {"task": task, "episode_id": int(index), "split": "test", "scene": scene, "chain": int(index),
+                "chain_tasks": list(chain.tasks), "chain_length": 0}
 
-    def _start(self, scene: str, state: SymbolicState, task: str, instruction: str, rng: np.random.Generator):
-        simulator = self._simulator_of(scene)
-        place_state(simulator, state, rng)
+    def _start(self, scene: str, state: SymbolicState, task: str, instruction: str, rng: np.random.Generator) -> None:
+        place_state(self._simulator_of(scene), state, rng)
         self._scene = scene
         self._begin_task(task, instruction)
-        return self._observation()
 
     def _begin_task(self, task: str, instruction: str) -> None:
         """Make ``task`` the current one in the scene as it is: success is judged against the state now, and
@@ -273,66 +234,41 @@ class CalvinEnv(gym.Env):
     def _success(self) -> bool:
         return task_done(self._task, self._start_info, self.simulator.get_info())
 
-    def step(self, action):
-        if self._task is None:
-            raise RuntimeError(f"{self.env_id}: call reset() before step()")
-        action = validate_action(self.env_id, action, self.action_space)
+    def _step_simulator(self, action: np.ndarray) -> tuple[float, dict[str, Any]]:
         command = np.empty(7)
         command[:6] = action[:6]
         command[6] = 1.0 if action[6] > 0 else -1.0
         step_physics(self.simulator, command)
-        self._elapsed += 1
         success = self._success()
-        info = {"success": success, "is_success": success, "task": self._task}
+        info = {"success": success, "task": self._task}
         if self._chain is not None:
-            return self._chain_step(success, info)
-        terminated = success and self.terminate_on_success
-        truncated = self._elapsed >= self._budget and not terminated
-        return self._observation(), float(success), terminated, truncated, info
+            self._advance_chain(success, info)
+        return float(success), info
 
-    def _chain_step(self, success: bool, info: dict[str, Any]):
-        """A chain's step: a success scores 1 and ends the chain or moves on to its next task."""
-        if not success:
-            info["chain_length"] = self._completed
-            return self._observation(), 0.0, False, self._elapsed >= self._budget, info
-        self._completed += 1
+    def _advance_chain(self, success: bool, info: dict[str, Any]) -> None:
+        """A chain's step: a success counts and, short of the chain's end, moves on to its next task, whose
+        instruction the step's observation then carries."""
+        if success:
+            self._completed += 1
         info["chain_length"] = self._completed
-        if self._completed == len(self._chain):
-            return self._observation(), 1.0, True, False, info
-        task = self._chain[self._completed]
-        self._begin_task(task, self.instructions.canonical(task))
-        info[REPLAN] = True
-        return self._observation(), 1.0, False, False, info
+        if success and self._completed < len(self._chain):
+            task = self._chain[self._completed]
+            self._begin_task(task, self.instructions.canonical(task))
+            info[REPLAN] = True
 
-    def _observation(self) -> dict[str, Any]:
-        observation: dict[str, Any] = {}
-        self._last_image = None
-        if self.obs_mode == "rgb" and not self.defer_images:
-            observation.update(self._render_cameras())
+    def _terminated(self, info: dict[str, Any]) -> bool:
+        """A chain ends with its last task's success, whatever ``terminate_on_success`` says."""
+        if self._chain is not None:
+            return self._completed == len(self._chain)
+        return super()._terminated(info)
+
+    def _observe(self) -> dict[str, Any]:
         robot = robot_state(self.simulator)
-        observation["states"] = robot
-        observation["task_description"] = self._instruction
-        observation["privileged_state"] = np.concatenate(
-            [robot, scene_state(self.simulator), fixture_points(self.simulator)])
-        return observation
+        privileged = np.concatenate([robot, scene_state(self.simulator), fixture_points(self.simulator)])
+        return {"states": robot, "task_description": self._instruction, "privileged_state": privileged}
 
-    def complete_observation(self, observation: Mapping[str, Any]) -> dict[str, Any]:
-        """``observation`` with the camera images of the current state, if it lacks them."""
-        if self.obs_mode != "rgb" or "main_images" in observation:
-            return dict(observation)
-        return {**self._render_cameras(), **observation}
-
-    def _render_cameras(self) -> dict[str, np.ndarray]:
-        images = render_cameras(self.simulator)
-        self._last_image = images["main_images"]
-        return images
-
-    def render(self):
-        if self.render_mode != "rgb_array" or self._scene is None:
-            return None
-        if self._last_image is None:
-            self._last_image = render_cameras(self.simulator)["main_images"]
-        return self._last_image
+    def _render_images(self) -> dict[str, np.ndarray]:
+        return render_cameras(self.simulator)
 
     def close(self):
         for simulator in self._simulators.values():

@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vlarl_envs.families import EnvFamily, registered_kwargs
+from vlarl_envs.families import EnvFamily, deferred, registered_kwargs
 from vlarl_envs.instructions import InstructionSet
-from vlarl_envs.vector import make_vec
 
 
 def calvin_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """CALVIN's 34 tasks in calvin's order, or the subset ``env_kwargs["tasks"]``."""
     from vlarl_envs.calvin.registration import chosen_tasks
 
-    return chosen_tasks(env_id, {**registered_kwargs(env_id), **(env_kwargs or {})}.get("tasks"))
+    return chosen_tasks(env_id, registered_kwargs(env_id, env_kwargs).get("tasks"))
 
 
 def calvin_instructions(env_id: str) -> InstructionSet:
@@ -31,23 +30,9 @@ def calvin_splits(env_id: str) -> tuple[str, ...]:
     return SPLITS
 
 
-def calvin_expert(task: str):
-    """A fresh scripted expert of the task (reads ``privileged_state``), or None where there is none."""
-    from vlarl_envs.calvin.experts import scripted_expert
-
-    return scripted_expert(task)
-
-
 CALVIN_FAMILY = EnvFamily(
-    name="CALVIN",
-    id_prefix="vlarl/CALVIN-",
-    extra="calvin",
-    tasks=calvin_tasks,
-    splits=calvin_splits,
-    instructions=calvin_instructions,
-    make_vec=make_vec,
-    batched=False,
-    expert=calvin_expert,
+    name="CALVIN", tasks=calvin_tasks, splits=calvin_splits, instructions=calvin_instructions,
+    expert=deferred("vlarl_envs.calvin.experts:scripted_expert"),  # reads privileged_state; None where there is none
     robot_type="panda",
     feature_names={
         "observation.state": ["tcp_x", "tcp_y", "tcp_z", "tcp_roll", "tcp_pitch", "tcp_yaw", "gripper_opening",

@@ -36,19 +36,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium import spaces
 
-from vlarl_envs.contract import (
-    check_obs_mode,
-    image_shape,
-    observation_space,
-    validate_action,
-    validate_choice,
-    validate_options,
-)
+from vlarl_envs.contract import validate_choice
+from vlarl_envs.contract_env import ContractEnv
 from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME, sample_layout
 from vlarl_envs.gsenv.robustness import ROBUSTNESS_SPLIT, sample_look
 from vlarl_envs.maniskill.tasks import step_without_cameras
@@ -65,20 +57,18 @@ JOINT_LIMIT_SLACK = 0.05
 """The PD controller can overshoot a joint limit by a little; the bounds allow for that."""
 
 
-class GSEnv(gym.Env):
+class GSEnv(ContractEnv):
     """PutCubeOnPlate with Gaussian-splat rendering and replayable episodes."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    tasks = (TASK_NAME,)
+    splits = tuple(SPLIT_STREAMS)
 
     def __init__(
         self,
         env_id: str = "vlarl/GSEnv-PutCubeOnPlate-v0",
-        obs_mode: str = "rgb",
         image_size: int | tuple[int, int] = (480, 640),
         horizon: int = 100,
-        terminate_on_success: bool = True,
-        split: str = "train",
-        render_mode: str | None = None,
         renderer: str = "gaussian",
         splat_backend: str = "auto",
         capture: str | os.PathLike | None = None,
@@ -86,17 +76,13 @@ class GSEnv(gym.Env):
         splat_decimation: int | None = None,
         splat_renderers: LookRenderers | None = None,
         sim_backend: str = "auto",
+        **settings: Any,
     ) -> None:
         """
         Args:
             env_id: the registered id, used in error messages.
-            obs_mode: "rgb" (images + state) or "state".
             image_size: camera resolution, int or (H, W); default 480x640.
             horizon: steps before truncation.
-            terminate_on_success: end the episode on the first success step.
-            split: default split for resets without ``options["split"]``: "train", "test" or
-                "robustness" (test's episodes with varied images; needs renderer="gaussian").
-            render_mode: None or "rgb_array" (returns the camera image).
             renderer: "gaussian" (splats) or "maniskill" (ManiSkill's rasterizer).
             splat_backend: "auto", "torch" (CPU) or "gsplat" (CUDA).
             capture: a capture directory in the published GSEnv layout; None builds (once)
@@ -110,34 +96,23 @@ class GSEnv(gym.Env):
                 splat_decimation are then those it was built with.
             sim_backend: "auto" or "cpu" (ManiSkill's CPU physics: each GSEnv simulates one scene, and
                 the GPU renders the splats), or "gpu" (ManiSkill's GPU physics for this one scene).
+            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split ("train", "test" or
+                "robustness": test's episodes with varied images, which needs renderer="gaussian") and
+                render_mode (the camera image).
         """
         from vlarl_envs.gsenv.simulator import build_task
         from vlarl_envs.maniskill.backend import resolve_sim_backend
         from vlarl_envs.splats.backends import BACKENDS
 
-        check_obs_mode(obs_mode)
-        validate_choice(env_id, "split", split, SPLIT_STREAMS)
         validate_choice(env_id, "renderer", renderer, RENDERERS)
         validate_choice(env_id, "splat_backend", splat_backend, BACKENDS)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if horizon <= 0:
-            raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
         if splat_decimation is not None and splat_decimation < 1:
             raise ValueError(f"{env_id}: splat_decimation must be None or >= 1, got {splat_decimation}")
         if splat_renderers is not None and renderer != "gaussian":
             raise ValueError(f"{env_id}: splat_renderers need renderer='gaussian', got renderer={renderer!r}")
-        self.env_id = env_id
-        self.obs_mode = obs_mode
-        self.image_shape = image_shape(image_size)
-        self.horizon = int(horizon)
-        self.terminate_on_success = terminate_on_success
-        self.split = split
-        self.render_mode = render_mode
         self.renderer = renderer
-        self._check_split_renders(split)
-        camera_size = self.image_shape[:2]
-        self.task = build_task("rgb" if renderer == "maniskill" and self._renders() else "state", camera_size,
+        super().__init__(env_id, image_size=image_size, horizon=horizon, **settings)
+        self.task = build_task("rgb" if renderer == "maniskill" and self._renders() else "state", self.image_size,
                                resolve_sim_backend(env_id, sim_backend, batched=False))
         self.splat_renderer = None
         self._look_renderers = None
@@ -153,31 +128,19 @@ class GSEnv(gym.Env):
         limits = self.task.agent.robot.get_qlimits()[0].cpu().numpy()
         low = np.append(limits[:ARM_JOINTS, 0] - JOINT_LIMIT_SLACK, 0.0)
         high = np.append(limits[:ARM_JOINTS, 1] + JOINT_LIMIT_SLACK, limits[ARM_JOINTS:, 1].sum() + 0.01)
-        self.observation_space = observation_space(
-            obs_mode,
-            camera_size,
-            low,
-            high,
-            extra={"privileged_state": spaces.Box(-np.inf, np.inf, (PRIVILEGED_STATE_DIM,), np.float32)},
-        )
-        self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
-        self._elapsed = 0
-        self._started = False
+        self._declare_spaces(7, low, high, PRIVILEGED_STATE_DIM)
         self._raw_observation: Any = None
-        self._last_image: np.ndarray | None = None
-        self.defer_images = False
-        """``DefersImages``: while true, ``reset`` and ``step`` leave ``main_images`` out (and the
-        ``maniskill`` renderer's camera unrendered); ``complete_observation`` or ``attach_image`` adds them."""
 
-    def _renders(self) -> bool:
-        return self.obs_mode == "rgb" or self.render_mode == "rgb_array"
-
-    def _check_split_renders(self, split: str) -> None:
+    def check_split(self, split: str) -> str:
+        """``split``, or a ValueError naming the splits; ``robustness`` varies the splat render, so it needs the
+        splat renderer where the env makes images."""
+        split = super().check_split(split)
         if split == ROBUSTNESS_SPLIT and self.renderer != "gaussian" and self._renders():
             raise ValueError(
                 f"{self.env_id}: split {split!r} varies the splat render; it needs renderer='gaussian', "
                 f"got renderer={self.renderer!r}"
             )
+        return split
 
     @property
     def look_renderers(self) -> LookRenderers | None:
@@ -190,9 +153,9 @@ class GSEnv(gym.Env):
         from vlarl_envs.gsenv.bodies import BodyTracker
 
         camera = renderers.nominal.camera
-        if (camera.height, camera.width) != self.image_shape[:2]:
+        if (camera.height, camera.width) != self.image_size:
             raise ValueError(f"{self.env_id}: splat_renderers render {camera.height}x{camera.width} images, "
-                             f"this env's image_size is {self.image_shape[0]}x{self.image_shape[1]}")
+                             f"this env's image_size is {self.image_size[0]}x{self.image_size[1]}")
         self._bodies = BodyTracker(self.task, renderers.nominal.scene)
         return renderers
 
@@ -210,57 +173,31 @@ class GSEnv(gym.Env):
                 capture = ensure_assets(self.task, BuildSettings(**(asset_settings or {})))
         elif asset_settings:
             raise ValueError(f"{self.env_id}: asset_settings apply to built assets, not to capture={capture!r}")
-        height, width = self.image_shape[:2]
+        height, width = self.image_size
         scene = splat_scene(self.task, load_capture(capture), decimation or auto_decimation(height))
         params = self.task._sensors[CAMERA_NAME].get_params()
         camera = PinholeCamera.from_extrinsic(width, height, params["intrinsic_cv"][0], params["extrinsic_cv"][0])
         return SceneRenderer(scene, camera, make_rasterizer(backend))
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        options = validate_options(self.env_id, options)
-        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLIT_STREAMS)
-        validate_choice(self.env_id, "task", options.get("task", TASK_NAME), (TASK_NAME,))
-        self._check_split_renders(split)
-        episode_id = options.get("episode_id")
-        if episode_id is None:
-            episode_id = int(self.np_random.integers(2**31))
-        look = sample_look(split, int(episode_id))
+    def _reset_to_episode(self, split: str, episode_id: int, task: str | None) -> dict[str, Any]:
+        look = sample_look(split, episode_id)
         if self._look_renderers is not None:
             self.splat_renderer = self._look_renderers(look)
-        raw, _ = self.task.reset(seed=int(episode_id), options={"layout": sample_layout(split, int(episode_id))})
-        self._raw_observation = raw
-        self._elapsed = 0
-        self._started = True
-        info = {"success": False, "is_success": False, "episode_id": int(episode_id), "split": split,
-                "variation": look.variation}  # fmt: skip
-        return self._observation(), info
+        layout = sample_layout(split, episode_id)
+        self._raw_observation, _ = self.task.reset(seed=episode_id, options={"layout": layout})
+        return {"task": TASK_NAME, "variation": look.variation}
 
-    def step(self, action):
-        if not self._started:
-            raise RuntimeError(f"{self.env_id}: call reset() before step()")
-        action = validate_action(self.env_id, action, self.action_space)
+    def _step_simulator(self, action: np.ndarray) -> tuple[float, dict[str, Any]]:
         self._raw_observation, reward, _, _, task_info = self._step_task(action[None])
-        self._elapsed += 1
         success = bool(task_info["success"][0])
-        terminated = success and self.terminate_on_success
-        truncated = self._elapsed >= self.horizon and not terminated
-        info = {"success": success, "is_success": success, "is_grasped": bool(task_info["is_grasped"][0])}
-        return self._observation(), float(reward[0]), terminated, truncated, info
+        return float(reward[0]), {"success": success, "is_grasped": bool(task_info["is_grasped"][0])}
 
     def _step_task(self, actions):
         """The task's step; when no image is due now, with ManiSkill's camera left unrendered (its
-        observation taken in "state" mode: ``_render_camera`` renders it later if asked)."""
-        if self.task._obs_mode == "state" or (self.obs_mode == "rgb" and not self.defer_images):
+        observation taken in "state" mode: ``_render_images`` renders it later if asked)."""
+        if self.task._obs_mode == "state" or self._images_due():
             return self.task.step(actions)
         return step_without_cameras(self.task, actions)
-
-    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """``DefersImages``: ``observation`` with the image of the current state, as a step without
-        deferral returns it."""
-        if "main_images" in observation or self.obs_mode != "rgb":
-            return observation
-        return self.attach_image(observation, self._render_camera())
 
     def attach_image(self, observation: dict[str, Any], image: np.ndarray) -> dict[str, Any]:
         """``observation`` with ``image``, the current state's camera image rendered elsewhere (with
@@ -286,19 +223,12 @@ class GSEnv(gym.Env):
         ]
         return torch.cat([part.reshape(-1).cpu() for part in parts]).numpy().astype(np.float32)
 
-    def _observation(self) -> dict[str, Any]:
+    def _observe(self) -> dict[str, Any]:
         qpos = self.task.agent.robot.get_qpos()[0].cpu().numpy()
         states = np.append(qpos[:ARM_JOINTS], qpos[ARM_JOINTS:].sum()).astype(np.float32)
-        observation: dict[str, Any] = {}
-        self._last_image = None
-        if self.obs_mode == "rgb" and not self.defer_images:
-            observation["main_images"] = self._render_camera()
-        observation["states"] = states
-        observation["task_description"] = INSTRUCTION
-        observation["privileged_state"] = self.privileged_state()
-        return observation
+        return {"states": states, "task_description": INSTRUCTION, "privileged_state": self.privileged_state()}
 
-    def _render_camera(self) -> np.ndarray:
+    def _render_images(self) -> dict[str, np.ndarray]:
         if self.splat_renderer is not None:
             image = self.splat_renderer.render(self._bodies.poses())[0]
         else:  # ManiSkill rendered its camera into the observation of the last reset or step
@@ -307,8 +237,7 @@ class GSEnv(gym.Env):
             if not isinstance(self._raw_observation, dict):  # stepped without the camera
                 self._raw_observation = self.task.get_obs()
             image = self._raw_observation["sensor_data"][CAMERA_NAME]["rgb"][0]
-        self._last_image = image.cpu().numpy()
-        return self._last_image
+        return {"main_images": image.cpu().numpy()}
 
     def alignment_masks(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Where the named bodies ("cube", "plate", link names) show through the camera:
@@ -327,11 +256,6 @@ class GSEnv(gym.Env):
         segmentation = sensor.get_obs(rgb=False, depth=False, position=False, segmentation=True)["segmentation"]
         ids = [index for index, body in self.task.segmentation_id_map.items() if body.name in names]
         return splat, np.isin(segmentation[0, ..., 0].cpu().numpy(), ids)
-
-    def render(self):
-        if self.render_mode != "rgb_array" or not self._started:
-            return None
-        return self._last_image if self._last_image is not None else self._render_camera()
 
     def close(self):
         self.task.close()

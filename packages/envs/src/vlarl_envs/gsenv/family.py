@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vlarl_envs.families import EnvFamily, entry_point_vec
+from vlarl_envs.families import EnvFamily, deferred
 from vlarl_envs.gsenv.layout import INSTRUCTION, SPLIT_STREAMS, TASK_NAME
 from vlarl_envs.gsenv.robustness import variation
 from vlarl_envs.instructions import InstructionSet
@@ -10,13 +10,6 @@ from vlarl_envs.maniskill.family import PANDA_FEATURE_NAMES
 
 GSENV_INSTRUCTIONS = InstructionSet({TASK_NAME: (INSTRUCTION, "put the cube on the plate")})
 """GSEnv's one task speaks one sentence in every split; the paraphrase is listed for tokenizers."""
-
-
-def gsenv_episode_vec(env_id: str, num_envs: int, **env_kwargs):
-    """Single GSEnvs whose splat images of a step render in one call (``gsenv.vector.make_gsenv_episode_vec``)."""
-    from vlarl_envs.gsenv.vector import make_gsenv_episode_vec
-
-    return make_gsenv_episode_vec(env_id, num_envs, **env_kwargs)
 
 
 def gsenv_expert(task: str):
@@ -35,17 +28,10 @@ def gsenv_variation(task: str, split: str, episode_id: int) -> str | None:
 
 
 GSENV_FAMILY = EnvFamily(
-    name="GSEnv",
-    id_prefix="vlarl/GSEnv-",
-    extra="gsenv",
-    tasks=lambda env_id, env_kwargs=None: (TASK_NAME,),
-    splits=lambda env_id: tuple(SPLIT_STREAMS),
+    name="GSEnv", tasks=lambda env_id, env_kwargs=None: (TASK_NAME,), splits=lambda env_id: tuple(SPLIT_STREAMS),
     instructions=lambda env_id: GSENV_INSTRUCTIONS,
-    make_vec=entry_point_vec,
-    batched=True,
-    make_episode_vec=gsenv_episode_vec,
-    expert=gsenv_expert,
-    group=gsenv_variation,
-    robot_type="panda",
-    feature_names=PANDA_FEATURE_NAMES,
+    # single GSEnvs whose splat images of a step render in one call
+    batched=True, make_episode_vec=deferred("vlarl_envs.gsenv.vector:make_gsenv_episode_vec"),
+    expert=gsenv_expert, group=gsenv_variation,
+    robot_type="panda", feature_names=PANDA_FEATURE_NAMES,
 )

@@ -49,18 +49,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
-from vlarl_envs.contract import (
-    check_obs_mode,
-    image_shape,
-    observation_space,
-    validate_action,
-    validate_choice,
-    validate_options,
-)
+from vlarl_envs.contract import validate_choice
+from vlarl_envs.contract_env import ContractEnv
 from vlarl_envs.libero.privileged import PRIVILEGED_STATE_DIM, PrivilegedStateReader
 from vlarl_envs.libero.progress import goal_progress, placing_pairs
 from vlarl_envs.libero.simulator import (
@@ -85,7 +77,7 @@ STATE_HIGH = np.array([2.0, 2.0, 3.0, 2 * np.pi, 2 * np.pi, 2 * np.pi, 0.1, 0.1]
 Panda fingers (0.04 m travel each) with room for contact overshoot."""
 
 
-class LiberoEnv(gym.Env):
+class LiberoEnv(ContractEnv):
     """One LIBERO suite (or a subset of its tasks) with LIBERO's instructions, cameras and episodes."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
@@ -96,14 +88,11 @@ class LiberoEnv(gym.Env):
         horizon: int,
         perturbed_tasks: Mapping[str, Sequence[LiberoTask]] | None = None,
         env_id: str = "vlarl/LIBERO",
-        obs_mode: str = "rgb",
         image_size: int | tuple[int, int] = 224,
         fast_render: bool = True,
-        terminate_on_success: bool = True,
-        split: str = "train",
         settle_steps: int = 10,
         train_shift: float = 0.01,
-        render_mode: str | None = None,
+        **settings: Any,
     ) -> None:
         """
         Args:
@@ -112,20 +101,13 @@ class LiberoEnv(gym.Env):
             perturbed_tasks: for each installed OOD split (a key of ``PERTURBATIONS``), its
                 LIBERO-Pro tasks, with the names of ``tasks``.
             env_id: the registered id, used in error messages.
-            obs_mode: "rgb" (both cameras + state) or "state".
-            image_size: camera resolution, int or (H, W); default 224x224.
+            image_size: resolution of both cameras, int or (H, W); default 224x224.
             fast_render: no shadows, reflections or multisampling (3-4x faster frames on a CPU).
-            terminate_on_success: end the episode on the first success step.
-            split: default split for resets without ``options["split"]``.
             settle_steps: zero-motion steps after every reset, before the first observation.
             train_shift: half-width in metres of the uniform x and y shift of every movable
                 object in ``train`` episodes.
-            render_mode: None or "rgb_array" (returns the main camera image).
+            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split and render_mode.
         """
-        if not tasks:
-            raise ValueError(f"{env_id}: expected at least one task, got none")
-        check_obs_mode(obs_mode)
-        self.env_id = env_id
         self.tasks = {task.name: task for task in tasks}
         self.split_tasks = {"train": self.tasks, "test": self.tasks}
         for ood_split, ood_tasks in (perturbed_tasks or {}).items():
@@ -134,47 +116,29 @@ class LiberoEnv(gym.Env):
                 raise ValueError(f"{env_id}: the {ood_split!r} split's tasks must be {list(self.tasks)}, "
                                  f"got {[task.name for task in ood_tasks]}")
             self.split_tasks[ood_split] = {task.name: task for task in ood_tasks}
-        self.check_split(split)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if horizon <= 0 or settle_steps < 0 or train_shift < 0:
-            raise ValueError(f"{env_id}: need horizon > 0, settle_steps >= 0 and train_shift >= 0, got "
-                             f"{horizon}, {settle_steps}, {train_shift}")
-        self.horizon = int(horizon)
-        self.obs_mode = obs_mode
-        self.image_size = image_shape(image_size)[:2]
+        self.splits = tuple(self.split_tasks)
+        """``train``, ``test`` and the OOD splits this env was given tasks for."""
+        if settle_steps < 0 or train_shift < 0:
+            raise ValueError(f"{env_id}: need settle_steps >= 0 and train_shift >= 0, got {settle_steps} and "
+                             f"{train_shift}")
+        super().__init__(env_id, image_size=image_size, horizon=horizon, **settings)
         self.fast_render = fast_render
-        self.terminate_on_success = terminate_on_success
-        self.split = split
         self.settle_steps = int(settle_steps)
         self.train_shift = float(train_shift)
-        self.render_mode = render_mode
-        self.observation_space = observation_space(
-            obs_mode, image_size, STATE_LOW, STATE_HIGH, wrist_camera=True,
-            extra={"privileged_state": spaces.Box(-np.inf, np.inf, (PRIVILEGED_STATE_DIM,), np.float32)},
-        )
-        self.action_space = spaces.Box(-1.0, 1.0, (7,), np.float32)
+        self._declare_spaces(7, STATE_LOW, STATE_HIGH, PRIVILEGED_STATE_DIM, wrist_camera=True)
         self._simulator: Any = None
         self._simulator_bddl: Path | None = None
         self._read_privileged_state: PrivilegedStateReader | None = None
         self._placing_pairs: tuple[tuple[int, int], ...] = ()
         self._task: str | None = None
         self._episode_task: LiberoTask | None = None
-        self._elapsed = 0
         self._robot_obs: dict[str, np.ndarray] = {}
-        self._last_image: np.ndarray | None = None
-        self.defer_images = False
-        """While true, steps leave the images out (see ``vlarl_envs.wrappers.DefersImages``)."""
+        self._privileged_state: np.ndarray | None = None
 
     @property
     def task(self) -> str | None:
         """The task of the current episode (None before the first reset)."""
         return self._task
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        """``train``, ``test`` and the OOD splits this env was given tasks for."""
-        return tuple(self.split_tasks)
 
     def check_split(self, split: str) -> str:
         """``split``, or a ValueError naming the available splits (and, for an OOD split the installed
@@ -183,7 +147,7 @@ class LiberoEnv(gym.Env):
             raise ValueError(f"{self.env_id}: split {split!r} needs LIBERO-Pro's "
                              f"_{PERTURBATIONS[split].suffix} suite, which the installed assets lack "
                              f"for this suite; available splits: {list(self.splits)}")
-        return validate_choice(self.env_id, "split", split, self.splits)
+        return super().check_split(split)
 
     @property
     def simulator(self) -> Any:
@@ -218,74 +182,44 @@ class LiberoEnv(gym.Env):
             task = names[int(rng.integers(len(names)))]
         return task, int(rng.integers(INIT_STATES_PER_TASK)), rng
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        options = validate_options(self.env_id, options)
-        split = self.check_split(options.get("split", self.split))
-        episode_id = options.get("episode_id")
-        if episode_id is None:
-            episode_id = int(self.np_random.integers(2**31))
-        chosen = validate_choice(self.env_id, "task", options["task"], self.tasks) if "task" in options else None
-        task, state_index, rng = self.episode_start(split, int(episode_id), chosen)
+    def _reset_to_episode(self, split: str, episode_id: int, task: str | None) -> dict[str, Any]:
+        task, state_index, rng = self.episode_start(split, episode_id, task)
         episode_task = self.split_tasks[split][task]
         simulator = self._simulator_of(episode_task)
         reset_seeded(simulator, int(rng.integers(2**32)))
-        self._robot_obs = simulator.set_init_state(episode_task.init_states[state_index])
+        robot_obs = simulator.set_init_state(episode_task.init_states[state_index])
         if split == "train" and self.train_shift > 0:
             shift_objects(simulator.sim, rng, self.train_shift)
         for _ in range(self.settle_steps):
-            self._robot_obs, *_ = simulator.step(SETTLE_ACTION)
+            robot_obs, *_ = simulator.step(SETTLE_ACTION)
         self._task = task
         self._episode_task = episode_task
-        self._elapsed = 0
-        success = bool(simulator.check_success())
-        info = {"success": success, "is_success": success, "task": task, "episode_id": int(episode_id),
-                "split": split, "init_state": state_index}
-        return self._observation(), info
+        self._read_state(robot_obs)
+        return {"task": task, "init_state": state_index, "success": bool(simulator.check_success())}
 
-    def step(self, action):
-        if self._task is None:
-            raise RuntimeError(f"{self.env_id}: call reset() before step()")
-        action = validate_action(self.env_id, action, self.action_space)
-        self._robot_obs, _, done, _ = self._simulator.step(action.astype(np.float64))
-        self._elapsed += 1
-        success = bool(done)
-        terminated = success and self.terminate_on_success
-        truncated = self._elapsed >= self.horizon and not terminated
-        info = {"success": success, "is_success": success, "task": self._task}
-        observation = self._observation()
-        progress = goal_progress(observation["privileged_state"], self._placing_pairs)
-        return observation, progress, terminated, truncated, info
+    def _step_simulator(self, action: np.ndarray) -> tuple[float, dict[str, Any]]:
+        robot_obs, _, done, _ = self._simulator.step(action.astype(np.float64))
+        self._read_state(robot_obs)
+        return goal_progress(self._privileged_state, self._placing_pairs), {"success": bool(done), "task": self._task}
 
-    def _observation(self) -> dict[str, Any]:
-        observation: dict[str, Any] = {}
-        self._last_image = None
-        if self.obs_mode == "rgb" and not self.defer_images:
-            observation.update(self._render_cameras())
-        observation["states"] = proprioception(self._robot_obs)
-        observation["task_description"] = self._episode_task.language
-        observation["privileged_state"] = self._read_privileged_state(self._robot_obs)
-        return observation
+    def _read_state(self, robot_obs: dict[str, np.ndarray]) -> None:
+        """Keep the state a reset or step left: robosuite reports the robot's, the reader adds the goal's
+        objects; both the observation and the step's goal progress read it."""
+        self._robot_obs = robot_obs
+        self._privileged_state = self._read_privileged_state(robot_obs)
 
-    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """``observation`` with the camera images of the current state, if it lacks them."""
-        if self.obs_mode != "rgb" or "main_images" in observation:
-            return observation
-        return {**self._render_cameras(), **observation}
+    def _observe(self) -> dict[str, Any]:
+        return {"states": proprioception(self._robot_obs), "task_description": self._episode_task.language,
+                "privileged_state": self._privileged_state}
 
-    def _render_cameras(self) -> dict[str, np.ndarray]:
+    def _render_images(self) -> dict[str, np.ndarray]:
         height, width = self.image_size
         sim = self._simulator.sim
-        self._last_image = render_camera(sim, MAIN_CAMERA, height, width)
-        return {"main_images": self._last_image, "wrist_images": render_camera(sim, WRIST_CAMERA, height, width)}
+        return {"main_images": render_camera(sim, MAIN_CAMERA, height, width),
+                "wrist_images": render_camera(sim, WRIST_CAMERA, height, width)}
 
-    def render(self):
-        if self.render_mode != "rgb_array" or self._task is None:
-            return None
-        if self._last_image is None:
-            height, width = self.image_size
-            self._last_image = render_camera(self._simulator.sim, MAIN_CAMERA, height, width)
-        return self._last_image
+    def _render_main_image(self) -> np.ndarray:
+        return render_camera(self._simulator.sim, MAIN_CAMERA, *self.image_size)
 
     def close(self):
         if self._simulator is not None:

@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vlarl_envs.families import EnvFamily, registered_kwargs
+from vlarl_envs.families import EnvFamily, deferred, registered_kwargs
 from vlarl_envs.instructions import InstructionSet
-from vlarl_envs.vector import make_vec
 
 
 def libero_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The suite's task names in benchmark order, or the subset ``env_kwargs["tasks"]``."""
     from vlarl_envs.libero.registration import chosen_tasks
 
-    kwargs = {**registered_kwargs(env_id), **(env_kwargs or {})}
+    kwargs = registered_kwargs(env_id, env_kwargs)
     return tuple(task.name for task in chosen_tasks(env_id, kwargs["suite"], kwargs.get("tasks")))
 
 
@@ -34,23 +33,9 @@ def libero_splits(env_id: str) -> tuple[str, ...]:
     return available_splits(LIBERO_SUITES[registered_kwargs(env_id)["suite"]].name)
 
 
-def libero_expert(task: str):
-    """A fresh scripted expert of the task (reads ``privileged_state``), or None where there is none."""
-    from vlarl_envs.libero.experts import scripted_expert
-
-    return scripted_expert(task)
-
-
 LIBERO_FAMILY = EnvFamily(
-    name="LIBERO",
-    id_prefix="vlarl/LIBERO-",
-    extra="libero",
-    tasks=libero_tasks,
-    splits=libero_splits,
-    instructions=libero_instructions,
-    make_vec=make_vec,
-    batched=False,
-    expert=libero_expert,
+    name="LIBERO", tasks=libero_tasks, splits=libero_splits, instructions=libero_instructions,
+    expert=deferred("vlarl_envs.libero.experts:scripted_expert"),  # reads privileged_state; None where there is none
     robot_type="panda",
     feature_names={
         "observation.state": ["eef_x", "eef_y", "eef_z", "eef_axis_angle_x", "eef_axis_angle_y",

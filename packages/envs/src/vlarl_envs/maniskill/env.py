@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from vlarl_envs.contract import check_obs_mode, validate_action, validate_choice, validate_options
+from vlarl_envs.contract import check_obs_mode, validate_choice
+from vlarl_envs.contract_env import ContractEnv
 from vlarl_envs.maniskill.backend import resolve_sim_backend
 from vlarl_envs.maniskill.episodes import PutOnPlateEpisodes, SeededEpisodes, reset_arguments
 from vlarl_envs.maniskill.instructions import MANISKILL_INSTRUCTIONS
@@ -82,7 +82,7 @@ class TaskSetup:
         return validate_choice(self.env_id, "split", options.get("split", self.default_split), self.episodes.splits)
 
 
-class ManiSkillEnv(gym.Env):
+class ManiSkillEnv(ContractEnv):
     """A ManiSkill3 task with instructions, the contract's observations and replayable episodes.
 
     It defers images (``vlarl_envs.wrappers.action_chunk.DefersImages``): within an action chunk only
@@ -96,38 +96,34 @@ class ManiSkillEnv(gym.Env):
         self,
         task: str,
         env_id: str = "vlarl/ManiSkill",
-        obs_mode: str = "rgb",
         image_size: int | tuple[int, int] = 128,
-        control_mode: str = "pd_ee_delta_pose",
         horizon: int | None = None,
-        terminate_on_success: bool = True,
+        control_mode: str = "pd_ee_delta_pose",
+        obs_mode: str = "rgb",
         split: str = "train",
-        render_mode: str | None = None,
         sim_backend: str = "auto",
+        **settings: Any,
     ) -> None:
         """
         Args:
             task: a key of ``MANISKILL_TASKS`` ("PickCube", "PutOnPlate", ...).
             env_id: the registered id, used in error messages.
-            obs_mode: "rgb" (images + state) or "state".
             image_size: resolution of every camera, int or (H, W); default 128x128.
-            control_mode: one of ``CONTROL_MODES``; actions are always normalized to [-1, 1].
             horizon: steps before truncation; None is the task's own limit.
-            terminate_on_success: end the episode on the first success step.
+            control_mode: one of ``CONTROL_MODES``; actions are always normalized to [-1, 1].
+            obs_mode: "rgb" (images + state) or "state".
             split: default split for resets without ``options["split"]``.
-            render_mode: None or "rgb_array" (the main camera image in rgb mode, ManiSkill's
-                render camera at ``image_size`` in state mode).
             sim_backend: "auto" or "cpu" (ManiSkill's CPU physics), or "gpu" to simulate this one env
                 on ManiSkill's GPU backend; "auto" is the CPU, where one scene runs faster.
+            **settings: ``ContractEnv``'s terminate_on_success and render_mode (the main camera image in rgb
+                mode, ManiSkill's render camera at ``image_size`` in state mode).
         """
-        self.env_id = env_id
         self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.obs_mode = obs_mode
-        self.render_mode = render_mode
-        self.terminate_on_success = terminate_on_success
-        render_size = image_size if render_mode == "rgb_array" and obs_mode == "state" else None
+        self.tasks = (self.setup.task.name,)
+        self.splits = self.setup.episodes.splits
+        super().__init__(env_id, image_size=image_size, horizon=self.setup.horizon, obs_mode=obs_mode, split=split,
+                         **settings)
+        render_size = image_size if self.render_mode == "rgb_array" and obs_mode == "state" else None
         self.simulator = build_simulator(
             self.setup.task, obs_mode, image_size, control_mode,
             sim_backend=resolve_sim_backend(env_id, sim_backend, batched=False), render_size=render_size,
@@ -135,67 +131,50 @@ class ManiSkillEnv(gym.Env):
         self.adapter = ObservationAdapter(self.simulator, self.setup.task, obs_mode, image_size)
         self.observation_space = self.adapter.space
         self.action_space = spaces.Box(-1.0, 1.0, self.simulator.single_action_space.shape, np.float32)
+        self._raw: Any = None
+        """ManiSkill's observation of the last reset or step: a dict with the cameras' images, or the flat
+        state vector of a step that left the cameras unrendered."""
         self._instruction = ""
-        self._elapsed = 0
-        self._started = False
-        self._last_observation: dict[str, Any] | None = None
-        self.defer_images = False
+        self._failed = False
 
     @property
     def task(self) -> str:
         return self.setup.task.name
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        options = validate_options(self.env_id, options)
-        split = self.setup.split_of(options)
-        episode_id = options.get("episode_id")
-        if episode_id is None:
-            episode_id = self.setup.episodes.draw_episode_id(split, self.np_random)
-        start = self.setup.episodes.start(split, int(episode_id))
-        raw, _ = self.simulator.reset(**reset_arguments([start]))
+    def _draw_episode_id(self, split: str) -> int:
+        return self.setup.episodes.draw_episode_id(split, self.np_random)
+
+    def _reset_to_episode(self, split: str, episode_id: int, task: str | None) -> dict[str, Any]:
+        start = self.setup.episodes.start(split, episode_id)
+        self._raw, _ = self.simulator.reset(**reset_arguments([start]))
         self._instruction = start.instruction
-        self._elapsed = 0
-        self._started = True
-        observation = self.adapter.single(raw, self._instruction)
-        self._last_observation = observation
-        return observation, {"success": False, "is_success": False, **start.info}
+        return dict(start.info)
 
-    def step(self, action):
-        if not self._started:
-            raise RuntimeError(f"{self.env_id}: call reset() before step()")
-        action = validate_action(self.env_id, action, self.action_space)
-        deferred = self.defer_images and self.obs_mode == "rgb"
-        if deferred:
-            raw, reward, sim_terminated, _, sim_info = step_without_cameras(self.simulator, action)
+    def _step_simulator(self, action: np.ndarray) -> tuple[float, dict[str, Any]]:
+        if self._images_due():
+            self._raw, reward, _, _, sim_info = self.simulator.step(action)
         else:
-            raw, reward, sim_terminated, _, sim_info = self.simulator.step(action)
-        self._elapsed += 1
-        success = bool(sim_info["success"])
-        failed = bool(sim_info["fail"]) if "fail" in sim_info else False
-        terminated = failed or (success and self.terminate_on_success)
-        truncated = self._elapsed >= self.setup.horizon and not terminated
-        if deferred:
-            return self.adapter.without_images(raw, self._instruction), float(reward), terminated, truncated, {
-                "success": success, "is_success": success}
-        observation = self.adapter.single(raw, self._instruction)
-        self._last_observation = observation
-        return observation, float(reward), terminated, truncated, {"success": success, "is_success": success}
+            self._raw, reward, _, _, sim_info = step_without_cameras(self.simulator, action)
+        self._failed = bool(sim_info["fail"]) if "fail" in sim_info else False
+        return float(reward), {"success": bool(sim_info["success"])}
 
-    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """The observation of the current state with its images: what a step without deferral returns."""
-        if "main_images" in observation or self.obs_mode != "rgb":
-            return observation
-        completed = self.adapter.single(self.simulator.get_obs(), self._instruction)
-        self._last_observation = completed
-        return completed
+    def _terminated(self, info: dict[str, Any]) -> bool:
+        """The task's ``fail`` ends the episode too."""
+        return self._failed or super()._terminated(info)
 
-    def render(self):
-        if self.render_mode != "rgb_array" or not self._started:
-            return None
-        if self.obs_mode == "rgb":
-            return self._last_observation["main_images"]
-        return self.simulator.render()[0].cpu().numpy()
+    def _observe(self) -> dict[str, Any]:
+        flat = self._raw["state"] if isinstance(self._raw, dict) else self._raw
+        return self.adapter.without_images(flat, self._instruction)
+
+    def _render_images(self) -> dict[str, np.ndarray]:
+        if not isinstance(self._raw, dict):  # stepped without the cameras
+            self._raw = self.simulator.get_obs()
+        return self.adapter.images(self._raw)
+
+    def _render_main_image(self) -> np.ndarray:
+        if self.obs_mode == "state":
+            return self.simulator.render()[0].cpu().numpy()
+        return super()._render_main_image()
 
     def close(self):
         self.simulator.close()

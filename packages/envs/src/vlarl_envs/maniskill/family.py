@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vlarl_envs.families import EnvFamily, entry_point_vec, registered_kwargs
+from vlarl_envs.families import EnvFamily, deferred, registered_kwargs
 from vlarl_envs.instructions import InstructionSet
 from vlarl_envs.maniskill.instructions import MANISKILL_INSTRUCTIONS
 
 PUT_ON_PLATE = "PutOnPlate"
 SEEDED_SPLITS = ("train", "test", "semantic")
+"""The splits of ManiSkill's own tasks (``maniskill.episodes.SeededEpisodes``)."""
 PANDA_FEATURE_NAMES = {
     "observation.state": [f"joint_{index}" for index in range(1, 8)] + ["gripper_opening"],
     "action": ["delta_x", "delta_y", "delta_z", "delta_roll", "delta_pitch", "delta_yaw", "gripper"],
 }
 """The Panda's ``states`` (7 arm joints, gripper opening) and end-effector delta actions, in ManiSkill and GSEnv."""
-"""The splits of ManiSkill's own tasks (``maniskill.episodes.SeededEpisodes``)."""
 
 
 def maniskill_task(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
@@ -44,14 +44,6 @@ def maniskill_expert(task: str):
     return experts[task]() if task in experts else None
 
 
-def maniskill_episode_vec(env_id: str, num_envs: int, **env_kwargs):
-    """One batched simulator on the GPU where torch sees CUDA, single envs otherwise
-    (``maniskill.episode_vector``)."""
-    from vlarl_envs.maniskill.episode_vector import make_maniskill_episode_vec
-
-    return make_maniskill_episode_vec(env_id, num_envs, **env_kwargs)
-
-
 def put_on_plate_variation(task: str, split: str, episode_id: int) -> str | None:
     """PutOnPlate reports each out-of-distribution variation (``table``, ``lighting``, ...) on its own; the
     ``train`` split, which varies nothing, has no group."""
@@ -64,17 +56,9 @@ def put_on_plate_variation(task: str, split: str, episode_id: int) -> str | None
 
 
 MANISKILL_FAMILY = EnvFamily(
-    name="ManiSkill",
-    id_prefix="vlarl/ManiSkill-",
-    extra="maniskill",
-    tasks=maniskill_task,
-    splits=maniskill_splits,
-    instructions=maniskill_instructions,
-    make_vec=entry_point_vec,
-    batched=True,
-    make_episode_vec=maniskill_episode_vec,
-    expert=maniskill_expert,
-    group=put_on_plate_variation,
-    robot_type="panda",
-    feature_names=PANDA_FEATURE_NAMES,
+    name="ManiSkill", tasks=maniskill_task, splits=maniskill_splits, instructions=maniskill_instructions,
+    # one batched simulator on the GPU where torch sees CUDA, single envs otherwise
+    batched=True, make_episode_vec=deferred("vlarl_envs.maniskill.episode_vector:make_maniskill_episode_vec"),
+    expert=maniskill_expert, group=put_on_plate_variation,
+    robot_type="panda", feature_names=PANDA_FEATURE_NAMES,
 )

@@ -51,24 +51,16 @@ class ObservationAdapter:
             extra={"privileged_state": spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)},
         )
 
-    def single(self, raw: Any, instruction: str) -> dict[str, Any]:
-        """One env's observation as numpy arrays (ManiSkill's batch of one, unbatched)."""
-        if self.obs_mode == "rgb":
-            flat = raw["state"][0].cpu().numpy()
-            sensors = raw["sensor_data"]
-            observation = {"main_images": sensors[self.task.main_camera]["rgb"][0].cpu().numpy().copy()}
-            if self.task.wrist_camera is not None:
-                observation["wrist_images"] = sensors[self.task.wrist_camera]["rgb"][0].cpu().numpy().copy()
-        else:
-            flat = raw[0].cpu().numpy()
-            observation = {}
-        observation["states"] = self._states(flat)
-        observation["task_description"] = instruction
-        observation["privileged_state"] = flat.copy()
-        return observation
+    def images(self, raw: Any) -> dict[str, np.ndarray]:
+        """One env's camera images from an observation taken in ManiSkill's "rgb+state" mode."""
+        sensors = raw["sensor_data"]
+        images = {"main_images": sensors[self.task.main_camera]["rgb"][0].cpu().numpy().copy()}
+        if self.task.wrist_camera is not None:
+            images["wrist_images"] = sensors[self.task.wrist_camera]["rgb"][0].cpu().numpy().copy()
+        return images
 
     def without_images(self, flat_raw: Any, instruction: str) -> dict[str, Any]:
-        """One env's observation from a step taken in ManiSkill's "state" mode (a flat vector)."""
+        """One env's observation but its images, from ManiSkill's flat state vector (batch of one)."""
         flat = flat_raw[0].cpu().numpy()
         return {"states": self._states(flat), "task_description": instruction, "privileged_state": flat.copy()}
 

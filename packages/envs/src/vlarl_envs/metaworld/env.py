@@ -37,17 +37,10 @@ if sys.platform.startswith("linux"):
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
-from vlarl_envs.contract import (
-    check_obs_mode,
-    observation_space,
-    validate_action,
-    validate_choice,
-    validate_options,
-)
+from vlarl_envs.contract import validate_choice
+from vlarl_envs.contract_env import ContractEnv
 from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
 from vlarl_envs.metaworld.tasks import load_metaworld
 
@@ -85,78 +78,46 @@ def close_open_envs_before_the_display_ends() -> None:
     atexit.register(close_open_envs)
 
 
-class MetaWorldEnv(gym.Env):
+class MetaWorldEnv(ContractEnv):
     """One or several MetaWorld v3 tasks with instructions, images and replayable episodes."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 80}
     instructions = METAWORLD_INSTRUCTIONS
     """Every instruction the env can give (tokenizers of new policies are trained on them)."""
+    splits = tuple(SPLIT_STREAMS)
 
     def __init__(
         self,
         tasks: Sequence[str],
         env_id: str = "vlarl/MetaWorld",
-        obs_mode: str = "rgb",
         image_size: int | tuple[int, int] = 224,
-        fast_render: bool = True,
         horizon: int = 200,
-        terminate_on_success: bool = True,
-        split: str = "train",
-        render_mode: str | None = None,
+        fast_render: bool = True,
+        **settings: Any,
     ) -> None:
         """
         Args:
             tasks: MetaWorld task names this env draws from (one for a single task).
             env_id: the registered id, used in error messages.
-            obs_mode: "rgb" (images + state) or "state".
             image_size: camera resolution, int or (H, W); default 224x224.
+            horizon: steps before truncation.
             fast_render: no shadows, reflections or multisampling, 5-10x faster on CPU at small sizes; the
                 reflection pass draws nothing any MetaWorld camera view shows (the same pixels on all 50
                 tasks) but takes a third of a 64-px frame.
-            horizon: steps before truncation.
-            terminate_on_success: end the episode on the first success step.
-            split: default split for resets without ``options["split"]``.
-            render_mode: None or "rgb_array" (returns the main camera image).
+            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split and render_mode.
         """
         self._metaworld = load_metaworld()
-        self.env_id = env_id
-        known = self._metaworld.ALL_V3_ENVIRONMENTS
-        if not tasks:
-            raise ValueError(f"{env_id}: expected at least one task, got none")
         for task in tasks:
-            validate_choice(env_id, "MetaWorld task", task, known)
-        check_obs_mode(obs_mode)
-        validate_choice(env_id, "split", split, SPLIT_STREAMS)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if horizon <= 0:
-            raise ValueError(f"{env_id}: horizon must be positive, got {horizon}")
+            validate_choice(env_id, "MetaWorld task", task, self._metaworld.ALL_V3_ENVIRONMENTS)
         self.tasks = tuple(tasks)
-        self.obs_mode = obs_mode
-        self.image_size = image_size
+        super().__init__(env_id, image_size=image_size, horizon=horizon, **settings)
         self.fast_render = fast_render
-        self.horizon = int(horizon)
-        self.terminate_on_success = terminate_on_success
-        self.split = split
-        self.render_mode = render_mode
-        self.observation_space = observation_space(
-            obs_mode,
-            image_size,
-            HAND_LOW,
-            HAND_HIGH,
-            extra={
-                "privileged_state": spaces.Box(-np.inf, np.inf, (PRIVILEGED_STATE_DIM,), np.float32),
-            },
-        )
-        self.action_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self._declare_spaces(4, HAND_LOW, HAND_HIGH, PRIVILEGED_STATE_DIM)
         self._simulators: dict[str, Any] = {}
         OPEN_ENVS.add(self)
         self._task: str | None = None
         self._instruction = ""
-        self._elapsed = 0
-        self._last_image: np.ndarray | None = None
-        self.defer_images = False
-        """While true, steps leave ``main_images`` out (see ``vlarl_envs.wrappers.DefersImages``)."""
+        self._sim_obs: np.ndarray | None = None
 
     @property
     def task(self) -> str | None:
@@ -174,7 +135,7 @@ class MetaWorldEnv(gym.Env):
         """The MetaWorld env of ``task``, built on first use (1-2 s each)."""
         if task not in self._simulators:
             env_cls = self._metaworld.ALL_V3_ENVIRONMENTS[task]
-            height, width = self.observation_space["main_images"].shape[:2] if self.obs_mode == "rgb" else (64, 64)
+            height, width = self.image_size if self.obs_mode == "rgb" else (64, 64)
             simulator = env_cls(
                 render_mode="rgb_array" if self._renders() else None,
                 camera_name=MAIN_CAMERA,
@@ -196,64 +157,33 @@ class MetaWorldEnv(gym.Env):
             self._simulators[task] = simulator
         return self._simulators[task]
 
-    def _renders(self) -> bool:
-        return self.obs_mode == "rgb" or self.render_mode == "rgb_array"
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        options = validate_options(self.env_id, options)
-        split = validate_choice(self.env_id, "split", options.get("split", self.split), SPLIT_STREAMS)
-        episode_id = options.get("episode_id")
-        if episode_id is None:
-            episode_id = int(self.np_random.integers(2**31))
-        rng = np.random.default_rng([SPLIT_STREAMS[split], int(episode_id)])
-        if "task" in options:
-            task = validate_choice(self.env_id, "task", options["task"], self.tasks)
-        else:
+    def _reset_to_episode(self, split: str, episode_id: int, task: str | None) -> dict[str, Any]:
+        rng = np.random.default_rng([SPLIT_STREAMS[split], episode_id])
+        if task is None:
             task = self.tasks[int(rng.integers(len(self.tasks)))]
         simulator = self._simulator(task)
         # MetaWorld draws object and goal positions from its own generator, rejecting
         # invalid layouts; seeding that generator per episode makes the layout replayable.
         simulator.np_random = np.random.default_rng(rng.integers(2**63))
-        sim_obs, _ = simulator.reset()
+        self._sim_obs, _ = simulator.reset()
         # MetaWorld's resets move goal sites and some bodies (drawers, windows) in the model
         # without recomputing the scene's poses, so the first frame would show a stale layout
         # until the first step; a forward pass poses the scene that sim_obs describes.
         self._metaworld.mj_forward(simulator.model, simulator.data)
         self._task = task
         self._instruction = METAWORLD_INSTRUCTIONS.choose(task, split in PARAPHRASED_SPLITS, rng)
-        self._elapsed = 0
-        info = {"success": False, "is_success": False, "task": task, "episode_id": int(episode_id), "split": split}
-        return self._observation(sim_obs), info
+        return {"task": task}
 
-    def step(self, action):
-        if self._task is None:
-            raise RuntimeError(f"{self.env_id}: call reset() before step()")
-        action = validate_action(self.env_id, action, self.action_space)
-        sim_obs, reward, _, _, sim_info = self._simulators[self._task].step(action)
-        self._elapsed += 1
-        success = bool(sim_info["success"])
-        terminated = success and self.terminate_on_success
-        truncated = self._elapsed >= self.horizon and not terminated
-        info = {"success": success, "is_success": success, "task": self._task}
-        return self._observation(sim_obs), float(reward), terminated, truncated, info
+    def _step_simulator(self, action: np.ndarray) -> tuple[float, dict[str, Any]]:
+        self._sim_obs, reward, _, _, sim_info = self._simulators[self._task].step(action)
+        return float(reward), {"success": bool(sim_info["success"]), "task": self._task}
 
-    def _observation(self, sim_obs: np.ndarray) -> dict[str, Any]:
-        privileged = np.asarray(sim_obs, dtype=np.float32)
-        observation: dict[str, Any] = {}
-        self._last_image = None
-        if self.obs_mode == "rgb" and not self.defer_images:
-            observation["main_images"] = self._render_main_camera()
-        observation["states"] = privileged[:4].copy()
-        observation["task_description"] = self._instruction
-        observation["privileged_state"] = privileged
-        return observation
+    def _observe(self) -> dict[str, Any]:
+        privileged = np.asarray(self._sim_obs, dtype=np.float32)
+        return {"states": privileged[:4].copy(), "task_description": self._instruction, "privileged_state": privileged}
 
-    def complete_observation(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """``observation`` with the main camera image of the current state, if it lacks one."""
-        if self.obs_mode != "rgb" or "main_images" in observation:
-            return observation
-        return {"main_images": self._render_main_camera(), **observation}
+    def _render_images(self) -> dict[str, np.ndarray]:
+        return {"main_images": self._render_main_camera()}
 
     def _render_main_camera(self) -> np.ndarray:
         simulator = self._simulators[self._task]
@@ -273,13 +203,7 @@ class MetaWorldEnv(gym.Env):
                 simulator.mujoco_renderer.viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
                 frame = simulator.render()
         # corner2 is mounted rolled by 180 degrees: rotate (not mirror) to keep handedness.
-        self._last_image = np.ascontiguousarray(frame[::-1, ::-1])
-        return self._last_image
-
-    def render(self):
-        if self.render_mode != "rgb_array" or self._task is None:
-            return None
-        return self._last_image if self._last_image is not None else self._render_main_camera()
+        return np.ascontiguousarray(frame[::-1, ::-1])
 
     def close(self):
         for simulator in self._simulators.values():

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vlarl_envs.families import EnvFamily, registered_kwargs
+from vlarl_envs.families import EnvFamily, deferred, registered_kwargs
 from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
 from vlarl_envs.metaworld.tasks import difficulty_of
-from vlarl_envs.vector import make_vec
 
 
 def metaworld_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
@@ -16,7 +15,7 @@ def metaworld_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) ->
     subset ``env_kwargs["tasks"]`` of the suite's."""
     from vlarl_envs.metaworld.registration import chosen_tasks
 
-    kwargs = {**registered_kwargs(env_id), **(env_kwargs or {})}
+    kwargs = registered_kwargs(env_id, env_kwargs)
     return chosen_tasks(env_id, kwargs.get("task"), kwargs.get("suite"), kwargs.get("tasks"))
 
 
@@ -26,22 +25,9 @@ def metaworld_splits(env_id: str) -> tuple[str, ...]:
     return tuple(SPLIT_STREAMS)
 
 
-def metaworld_expert(task: str):
-    from vlarl_envs.metaworld.experts import scripted_expert
-
-    return scripted_expert(task)
-
-
 METAWORLD_FAMILY = EnvFamily(
-    name="MetaWorld",
-    id_prefix="vlarl/MetaWorld-",
-    extra="metaworld",
-    tasks=metaworld_tasks,
-    splits=metaworld_splits,
-    instructions=lambda env_id: METAWORLD_INSTRUCTIONS,
-    make_vec=make_vec,
-    batched=False,
-    expert=metaworld_expert,
+    name="MetaWorld", tasks=metaworld_tasks, splits=metaworld_splits,
+    instructions=lambda env_id: METAWORLD_INSTRUCTIONS, expert=deferred("vlarl_envs.metaworld.experts:scripted_expert"),
     group=lambda task, split, episode_id: difficulty_of(task),
     robot_type="sawyer",
     feature_names={

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import gymnasium as gym
 
+from vlarl_envs.contract import validate_task_subset
 from vlarl_envs.metaworld.instructions import METAWORLD_INSTRUCTIONS
-from vlarl_envs.stack import CONTRACT_SPEC, wrap_contract
+from vlarl_envs.stack import make_contract_env, register_contract_env
 
 METAWORLD_TASKS = tuple(METAWORLD_INSTRUCTIONS.sentences)
 """The 50 v3 task names (``reach-v3``, ...); a test checks them against MetaWorld's own list."""
@@ -48,17 +48,7 @@ def chosen_tasks(env_id: str, task: str | None, suite: str | None, tasks: Sequen
             raise ValueError(f"{env_id} is the single task {task!r}; tasks={list(tasks)!r} applies to suite ids "
                              f"such as vlarl/MetaWorld-MT10-v3")
         return (task,)
-    available = suite_tasks(suite)
-    if tasks is None:
-        return tuple(available)
-    if isinstance(tasks, str) or not tasks:
-        raise ValueError(f"{env_id}: tasks must be a non-empty list of task names, got {tasks!r}")
-    unknown = [name for name in tasks if name not in available]
-    if unknown or len(set(tasks)) != len(tasks):
-        raise ValueError(f"{env_id}: tasks must be distinct tasks of {suite}, got {list(tasks)}; "
-                         f"{'unknown: ' + str(unknown) if unknown else 'repeated names'}; expected a subset of "
-                         f"{list(available)}")
-    return tuple(tasks)
+    return validate_task_subset(env_id, tasks, suite_tasks(suite), suite)
 
 
 def make_metaworld_env(
@@ -66,10 +56,7 @@ def make_metaworld_env(
     suite: str | None = None,
     tasks: Sequence[str] | None = None,
     env_id: str = "vlarl/MetaWorld",
-    reward_mode: str = "sparse",
-    action_chunk: int | None = None,
-    video_dir: str | os.PathLike | None = None,
-    **env_kwargs,
+    **kwargs,
 ) -> gym.Env:
     """Build a MetaWorld env with the contract's wrappers (the entry point of every id).
 
@@ -78,28 +65,20 @@ def make_metaworld_env(
         suite: "MT10", "MT50", "ML45-train" or "ML45-test".
         tasks: with ``suite``, the subset of its tasks to play (default: all of them).
         env_id: the registered id, for error messages.
-        reward_mode, action_chunk, video_dir: see ``vlarl_envs.stack.wrap_contract``.
-        **env_kwargs: ``MetaWorldEnv`` arguments (obs_mode, image_size, fast_render,
-            horizon, terminate_on_success, split, render_mode).
+        **kwargs: ``MetaWorldEnv`` arguments (obs_mode, image_size, fast_render, horizon, terminate_on_success,
+            split, render_mode) and the wrappers' (reward_mode, action_chunk, video_dir; see
+            ``vlarl_envs.stack.make_contract_env``).
     """
     from vlarl_envs.metaworld.env import MetaWorldEnv
 
-    env = MetaWorldEnv(tasks=chosen_tasks(env_id, task, suite, tasks), env_id=env_id, **env_kwargs)
-    return wrap_contract(
-        env,
-        reward_mode=reward_mode,
-        dense_reward_max=METAWORLD_DENSE_REWARD_MAX,
-        action_chunk=action_chunk,
-        video_dir=video_dir,
-    )
+    return make_contract_env(MetaWorldEnv, METAWORLD_DENSE_REWARD_MAX, tasks=chosen_tasks(env_id, task, suite, tasks),
+                             env_id=env_id, **kwargs)
 
 
 def register_metaworld() -> None:
     """Register ``vlarl/MetaWorld-<task>`` for every task and ``vlarl/MetaWorld-<suite>-v3``."""
     entry_point = "vlarl_envs.metaworld.registration:make_metaworld_env"
     for task in METAWORLD_TASKS:
-        env_id = f"vlarl/MetaWorld-{task}"
-        gym.register(id=env_id, entry_point=entry_point, kwargs={"task": task, "env_id": env_id}, **CONTRACT_SPEC)
+        register_contract_env(f"vlarl/MetaWorld-{task}", entry_point, task=task)
     for suite in METAWORLD_SUITES:
-        env_id = f"vlarl/MetaWorld-{suite}-v3"
-        gym.register(id=env_id, entry_point=entry_point, kwargs={"suite": suite, "env_id": env_id}, **CONTRACT_SPEC)
+        register_contract_env(f"vlarl/MetaWorld-{suite}-v3", entry_point, suite=suite)

@@ -1,11 +1,11 @@
 """``vlarl-main-job``: the whole experiment, demonstrations to RL, in one command and one new folder.
 
-    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=demo
-    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=full runner.seed=1
-    vlarl-main-job recipe=metaworld_10_grpo_openpi_tiny job=full actor.lr=5e-5
-    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=full collect.episodes_per_task=3 sft.steps=400
-    vlarl-main-job resume=runs/main-full-metaworld_10_ppo_openpi_tiny-seed1-20261124-173000   # after a stop
-    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=full runner.name=mt10-seed0 resume=auto  # resubmittable
+    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=mt10_demo
+    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=mt10 runner.seed=1
+    vlarl-main-job recipe=metaworld_10_grpo_openpi_tiny job=mt10 actor.lr=5e-5
+    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=mt10 collect.episodes_per_task=3 sft.steps=400
+    vlarl-main-job resume=runs/main-mt10-metaworld_10_ppo_openpi_tiny-seed1-20261124-173000   # after a stop
+    vlarl-main-job recipe=metaworld_10_ppo_openpi_tiny job=mt10 runner.name=mt10-seed0 resume=auto  # resubmittable
 
 The stages read one config tree: scripted-expert demonstrations (``collect.*``) of every task of
 ``env.id``, SFT (``sft.*``) of ``policy.*`` on them, then RL from the SFT checkpoint with the rest of

@@ -24,6 +24,7 @@ import numpy as np
 
 from vlarl_trainer.config import VlarlConfig
 from vlarl_trainer.progress import progress_bar
+from vlarl_trainer.rl.eval_env import check_eval_splits, env_tasks, evaluation_env
 from vlarl_trainer.rl.rollout import Shards, run_episodes
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
@@ -40,37 +41,6 @@ OOD_AVERAGE = "ood_average"
 GROUP_MEAN = "group_mean_success_once"
 """``eval/<split>/group_mean_success_once``: the unweighted mean of a split's group success rates, RLinf's
 "Avg." of MT50 by difficulty (each group counts alike, whatever its number of tasks)."""
-
-
-def evaluation_env(config: VlarlConfig) -> VlarlConfig:
-    """The tree an evaluation plays: ``env.*``, or another env where ``eval.env_id`` / ``eval.env_kwargs`` /
-    ``eval.num_envs`` name one (ML45-test after training on ML45-train, a policy trained on splats scored
-    with another renderer). ``eval.env_kwargs`` update the training env's keywords."""
-    num_envs = config.env.num_envs if config.eval.num_envs is None else config.eval.num_envs
-    if config.eval.env_id is None and not config.eval.env_kwargs and num_envs == config.env.num_envs:
-        return config
-    env = dataclasses.replace(config.env, id=config.eval.env_id or config.env.id,
-                              kwargs={**config.env.kwargs, **config.eval.env_kwargs}, num_envs=num_envs)
-    return dataclasses.replace(config, env=env)
-
-
-def env_tasks(config: VlarlConfig) -> list[str]:
-    """The tasks of ``env.id`` with ``env.kwargs``, as its family names them (one for a single-task id)."""
-    from vlarl_envs import family_of
-
-    return list(family_of(config.env.id).tasks(config.env.id, config.env.kwargs))
-
-
-def check_eval_splits(config: VlarlConfig) -> None:
-    """A ValueError naming the ``eval.splits`` entries the evaluation env does not have (checked before any
-    worker starts, and again by every evaluation)."""
-    from vlarl_envs import family_of
-
-    env_id = evaluation_env(config).env.id
-    splits = family_of(env_id).splits(env_id)
-    unknown = [split for split in config.eval.splits if split not in splits]
-    if unknown:
-        raise ValueError(f"eval.splits: {env_id} has no split(s) {unknown}; expected any of {list(splits)}")
 
 
 def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:

@@ -23,17 +23,17 @@ from vlarl_trainer.progress import write
 from vlarl_trainer.rl import checkpoint as checkpoints
 from vlarl_trainer.rl.batch import build_batch, concat_epochs, minibatch_plan
 from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, check_reachable, start_ray
+from vlarl_trainer.rl.eval_env import evaluation_env
 from vlarl_trainer.rl.evaluation import (
     add_calvin_chains,
     check_calvin_chains,
-    env_tasks,
     evaluate_config,
-    evaluation_env,
     logged_evaluation,
 )
 from vlarl_trainer.rl.reaper import start_reaper, stop_reaper
 from vlarl_trainer.rl.rollout import Shards, place_workers, run_episodes, start_env_workers, start_inference_workers
 from vlarl_trainer.rl.stopping import Abandon, RunStopped, StopSignals
+from vlarl_trainer.rl.training_episodes import success_per_task, training_options
 from vlarl_trainer.rl.validation import (
     Layout,
     check_pretrained_exists,
@@ -41,7 +41,7 @@ from vlarl_trainer.rl.validation import (
     validate,
     validate_evaluation_env,
 )
-from vlarl_trainer.rl.workers.actor_worker import POLICY_LOSS_METRICS, ActorWorker
+from vlarl_trainer.rl.workers.actor_worker import ActorWorker, train_metric_name
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 from vlarl_trainer.rl.workers.process import local_rendezvous
 from vlarl_trainer.run_dirs import new_run_dir, write_atomically
@@ -424,43 +424,3 @@ def rollout_offloaded(rollout: WorkerGroup, offload: bool) -> Iterator[None]:
 def actor_threads(config: VlarlConfig) -> int:
     """torch threads of an actor process: ``actor.torch_threads``, or ``runner.torch_threads`` when unset."""
     return config.runner.torch_threads if config.actor.torch_threads is None else config.actor.torch_threads
-
-
-def training_options(config: VlarlConfig, step: int, epoch: int) -> list[dict[str, Any]]:
-    """Reset options of every env for one rollout epoch: episode ids drawn from (seed, step, epoch);
-    GRPO groups of ``group_size`` consecutive envs share one id (one initial state).
-
-    A multi-task env's tasks are dealt out in turn (a GRPO group shares one): every step plays
-    each task as often as the env count allows, with less variance than tasks drawn at random,
-    and when the env count (GRPO: group count) is a multiple of the task count each env keeps
-    one task, so it builds one simulator instead of one per task (20 MT10 envs holding all 200
-    MetaWorld simulators take 19 GB). Otherwise the deal rotates from step to step over all tasks."""
-    rng = np.random.default_rng([config.runner.seed, step, epoch])
-    num_envs = config.env.num_envs
-    group = config.algorithm.group_size if config.algorithm.name == "grpo" else 1
-    ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
-    tasks = env_tasks(config)
-    units, deal = num_envs // group, step * config.rollout.rollout_epoch + epoch
-    return [{"episode_id": int(episode_id), "split": "train",
-             "task": tasks[(index // group + deal * units) % len(tasks)]}
-            for index, episode_id in enumerate(ids)]
-
-
-def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:
-    """``env/success_once/<task>``: a multi-task run's training success of each task, the ``eval/``
-    table's twin; the mean alone hides one task rising while another falls."""
-    tasks = [task for epoch in epochs for task in epoch["tasks"]]
-    success = np.concatenate([epoch["success_once"] for epoch in epochs]).astype(np.float64)
-    return {f"env/success_once/{task}": float(success[[t == task for t in tasks]].mean())
-            for task in sorted(set(tasks)) if task}
-
-
-ACTOR_METRICS = POLICY_LOSS_METRICS | {"grad_norm", "lr", "early_stopped", "update_fraction"}
-
-
-def train_metric_name(name: str) -> str:
-    """``approx_kl`` -> ``train/actor/approx_kl``; ``value_loss`` -> ``train/critic/value_loss``; the whole
-    loss the optimizer minimizes (policy, value and entropy terms) -> ``train/loss``."""
-    if name == "loss":
-        return "train/loss"
-    return f"train/actor/{name}" if name in ACTOR_METRICS else f"train/critic/{name}"

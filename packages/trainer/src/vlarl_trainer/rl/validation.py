@@ -15,6 +15,7 @@ import gymnasium as gym
 
 from vlarl_trainer.config import ALGORITHMS, EVAL_SAMPLING_MODES, LR_SCHEDULES, PRECISIONS, STRATEGIES, VlarlConfig
 from vlarl_trainer.metrics import check_loggers
+from vlarl_trainer.rl.eval_env import check_eval_splits, evaluation_env
 from vlarl_trainer.rl.placement import parse_component_placement
 
 
@@ -302,8 +303,6 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
     """The layout of the env evaluations play (``eval.env_id``/``eval.env_kwargs``): ``layout`` itself when
     they play the training env. Its actions and states must have the training env's sizes, since one
     policy acts in both."""
-    from vlarl_trainer.rl.evaluation import check_eval_splits, evaluation_env
-
     check_eval_splits(config)
     scored = evaluation_env(config)
     if scored is config:

@@ -91,7 +91,7 @@ def build_policy(config: VlarlConfig, dataset: DemonstrationDataset) -> VLAPolic
     state_stats = dataset.stats.get("observation.state")
     if state_stats is None:
         raise ValueError(f"dataset {dataset.root} has no observation.state statistics in meta/stats.json")
-    if getattr(policy.config, "state_in_prompt", False):
+    if policy.config.state_in_prompt:
         policy.set_state_stats(q01=state_stats["q01"], q99=state_stats["q99"])
     else:
         policy.set_state_stats(mean=state_stats["mean"], std=state_stats["std"])

@@ -44,6 +44,18 @@ POLICY_LOSS_METRICS = {"policy_loss", "approx_kl", "clip_fraction", "clipped_rat
 """The metrics of the policy loss: a micro-batch without policy weight (only groups without signal) measures
 none of them, and its zeros would dilute the others' means."""
 
+UPDATE_METRICS = {"grad_norm", "lr", "early_stopped", "update_fraction"}
+"""The metrics ``ActorWorker.update`` adds to its losses' own: the optimizer's and the ``target_kl`` brake's."""
+
+
+def train_metric_name(name: str) -> str:
+    """``approx_kl`` -> ``train/actor/approx_kl``; ``value_loss`` -> ``train/critic/value_loss``; the whole
+    loss the optimizer minimizes (policy, value and entropy terms) -> ``train/loss``."""
+    if name == "loss":
+        return "train/loss"
+    return f"train/actor/{name}" if name in POLICY_LOSS_METRICS | UPDATE_METRICS else f"train/critic/{name}"
+
+
 PARAMETER_DTYPES = {"fp32": torch.float32, "bf16-mixed": torch.float32, "bf16-pure": torch.bfloat16}
 """Per ``actor.precision``: the dtype of the trained parameters, and so of their gradients and AdamW moments."""
 
