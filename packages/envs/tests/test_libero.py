@@ -20,6 +20,7 @@ require_simulator("libero.libero.envs")
 from vlarl_envs import family_of
 from vlarl_envs.libero import INIT_STATES_PER_TASK, LIBERO_SUITES, libero_env_id, suite_tasks
 from vlarl_envs.libero.suites import perturbation_tasks
+from vlarl_envs.mujoco_frustum import geoms_outside_view
 
 pytestmark = pytest.mark.sim
 
@@ -149,7 +150,8 @@ def camera_pixel(sim, camera, point, height, width):
 @pytest.mark.slow
 def test_images_are_upright_and_rotated_as_libero_datasets():
     """The plate shows where the camera model puts it, upright and mirrored left-right (the 180-degree
-    rotation of MuJoCo's bottom-row-first frame that openpi applies); the wrist frame is rotated alike."""
+    rotation of MuJoCo's bottom-row-first frame that openpi applies); the wrist frame is rotated alike;
+    frames rendered without the geoms out of view equal full ones."""
     size = 64
     env = gym.make(SPATIAL, image_size=size, tasks=[family_of(SPATIAL).tasks(SPATIAL)[0]])
     observation, _ = env.reset(options={"episode_id": 0, "split": "test"})
@@ -161,12 +163,18 @@ def test_images_are_upright_and_rotated_as_libero_datasets():
     row, col = camera_pixel(sim, "agentview", plate, size, size)
     geom = segmentation[row, size - 1 - col, 1]
     assert sim.model.body_id2name(sim.model.geom_bodyid[geom]).startswith("plate_1")
-    np.testing.assert_array_equal(
-        observation["main_images"], sim.render(size, size, camera_name="agentview")[::-1, ::-1]
-    )
-    np.testing.assert_array_equal(
-        observation["wrist_images"], sim.render(size, size, camera_name="robot0_eye_in_hand")[::-1, ::-1]
-    )
+    # Every frame leaves out the geoms outside its camera's view (the wrist camera's arm and pedestal)
+    # and equals the full render.
+    wrist = sim.model.camera_name2id("robot0_eye_in_hand")
+    assert len(geoms_outside_view(sim.model._model, sim.data._data, wrist, size, size)) > 20
+    for action in np.random.default_rng(0).uniform(-1, 1, (3, 7)).astype(np.float32):
+        np.testing.assert_array_equal(
+            observation["main_images"], sim.render(size, size, camera_name="agentview")[::-1, ::-1]
+        )
+        np.testing.assert_array_equal(
+            observation["wrist_images"], sim.render(size, size, camera_name="robot0_eye_in_hand")[::-1, ::-1]
+        )
+        observation, *_ = env.step(action)
     env.close()
 
 
