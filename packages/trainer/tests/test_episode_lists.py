@@ -1,6 +1,7 @@
 """Which episodes the trainer plays: training deals a multi-task env's tasks out evenly, and
 evaluation keeps each env on one task, so no env builds a simulator per task."""
 
+import re
 from collections import Counter
 
 import pytest
@@ -119,6 +120,27 @@ def test_a_task_subset_is_what_training_evaluation_and_collection_play():
     assert len(collected_tasks(mt10())) == 10
     with pytest.raises(ValueError, match=r"collect.tasks names task\(s\) \['reach-v3'\] that vlarl/MetaWorld-MT10-v3"):
         collected_tasks(mt10(f"+env.kwargs.tasks=[{','.join(subset)}]", "collect.tasks=[reach-v3]"))
+
+
+def test_rollout_tasks_are_what_training_plays_while_evaluation_and_collection_keep_every_task():
+    from vlarl_trainer.data.collector import collected_tasks
+    from vlarl_trainer.rl.validation import validate
+
+    subset = ["door-open-v3", "window-close-v3", "drawer-open-v3", "push-v3", "reach-v3"]
+    config = mt10("env.num_envs=20", "actor.global_batch_size=200", f"rollout.tasks=[{','.join(subset)}]",
+                  "eval.episodes_per_task=2")
+    steps = [training_options(config, step, epoch) for step in range(3) for epoch in range(2)]
+    for options in steps:
+        assert Counter(entry["task"] for entry in options) == {task: 4 for task in subset}
+    for env in range(20):  # 20 envs over 5 tasks: each env keeps one task, one simulator
+        assert len({options[env]["task"] for options in steps}) == 1
+    assert len({entry["task"] for entry in evaluation_options(config)}) == 10
+    assert len(collected_tasks(config)) == 10
+    validate(config)
+    for tasks, outside in (("[door-open-v3,hammer-v3]", "['hammer-v3']"), ("[push-v3,push-v3]", "[]"), ("[]", "[]")):
+        with pytest.raises(ValueError, match="rollout.tasks must be distinct tasks of vlarl/MetaWorld-MT10-v3 .*"
+                                             f"of which {re.escape(outside)} it does not play"):
+            validate(mt10(f"rollout.tasks={tasks}"))
 
 
 def one_stage_of(envs_per_stage: int):

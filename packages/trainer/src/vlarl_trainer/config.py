@@ -103,6 +103,10 @@ class RolloutConfig:
     """Episodes per env per training step."""
     pipeline_stage_num: int = 1
     """Env shards per env worker whose simulation overlaps the other shards' inference."""
+    tasks: list[str] | None = None
+    """The tasks the training rollouts play, a subset of the env's (None: all of them); evaluations still
+    score every task. On a CPU this spends a step's episodes on the tasks RL can move (those the SFT policy
+    solves sometimes but not always) while the held-out score keeps every task."""
     deterministic: bool = False
     """Deterministic actions in training rollouts (tests and debugging)."""
     video_interval: int = 0

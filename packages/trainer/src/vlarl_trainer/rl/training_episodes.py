@@ -19,16 +19,30 @@ def training_options(config: VlarlConfig, step: int, epoch: int) -> list[dict[st
     each task as often as the env count allows, with less variance than tasks drawn at random,
     and when the env count (GRPO: group count) is a multiple of the task count each env keeps
     one task, so it builds one simulator instead of one per task (20 MT10 envs holding all 200
-    MetaWorld simulators take 19 GB). Otherwise the deal rotates from step to step over all tasks."""
+    MetaWorld simulators take 19 GB). Otherwise the deal rotates from step to step over all tasks. Only
+    ``rollout.tasks`` are dealt where it names some."""
     rng = np.random.default_rng([config.runner.seed, step, epoch])
     num_envs = config.env.num_envs
     group = config.algorithm.group_size if config.algorithm.name == "grpo" else 1
     ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
-    tasks = env_tasks(config)
+    tasks = training_tasks(config)
     units, deal = num_envs // group, step * config.rollout.rollout_epoch + epoch
     return [{"episode_id": int(episode_id), "split": "train",
              "task": tasks[(index // group + deal * units) % len(tasks)]}
             for index, episode_id in enumerate(ids)]
+
+
+def training_tasks(config: VlarlConfig) -> list[str]:
+    """``rollout.tasks``, or every task of the env; a ValueError names tasks the env does not play."""
+    tasks = env_tasks(config)
+    chosen = config.rollout.tasks
+    if chosen is None:
+        return tasks
+    outside = [task for task in chosen if task not in tasks]
+    if outside or not chosen or len(set(chosen)) != len(chosen):
+        raise ValueError(f"rollout.tasks must be distinct tasks of {config.env.id} (with env.kwargs), at least one; "
+                         f"got {list(chosen)}, of which {outside} it does not play; expected a subset of {tasks}")
+    return list(chosen)
 
 
 def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:
