@@ -1,4 +1,4 @@
-"""Time act / evaluate of every policy (pi0, pi0.5, OpenVLA, OpenVLA-OFT) and count their parameters; prints
+"""Time act / evaluate_actions of every policy (pi0, pi0.5, OpenVLA, OpenVLA-OFT) and count their parameters; prints
 Markdown tables.
 
     uv run --locked python benchmarks/policy_speed.py --threads 1            # tiny, CPU
@@ -7,7 +7,7 @@ Markdown tables.
     uv run --locked python benchmarks/policy_speed.py --preset base --device cuda --dtype bfloat16
     uv run --locked python benchmarks/policy_speed.py --threads 1 --policies pi0 --gradient-checkpointing
 
-``act`` runs under no_grad as a rollout worker calls it; ``evaluate`` runs with gradients as the
+``act`` runs under no_grad as a rollout worker calls it; ``evaluate_actions`` runs with gradients as the
 actor calls it, and ``evaluate + backward`` adds the backward pass of a PPO-style loss. Times are
 medians over ``--repeats`` calls after ``--warmup`` calls, as wall-clock and as process CPU time. Parameter
 counts build each preset on the meta device, so the published size costs no memory. With several
@@ -89,10 +89,10 @@ def time_policy(name: str, args: argparse.Namespace) -> dict[str, tuple[float, f
     rollout = policy.act(obs)
 
     def evaluate() -> None:
-        policy.evaluate(rollout.forward_inputs)
+        policy.evaluate_actions(rollout.forward_inputs)
 
     def evaluate_backward() -> None:
-        out = policy.evaluate(rollout.forward_inputs)
+        out = policy.evaluate_actions(rollout.forward_inputs)
         (-out.logprobs.sum(dim=(1, 2)).mean() + out.values.square().mean()).backward()
         policy.zero_grad(set_to_none=True)
 

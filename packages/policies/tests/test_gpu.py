@@ -30,7 +30,7 @@ def act_and_backpropagate(policy, image_size: int, label: str):
     act_seconds = time.perf_counter() - start
     policy.train()
     start = time.perf_counter()
-    evaluated = policy.evaluate(out.forward_inputs)
+    evaluated = policy.evaluate_actions(out.forward_inputs)
     loss = -evaluated.logprobs.mean() - 0.01 * evaluated.entropy.mean() + evaluated.values.square().mean()
     loss.backward()
     torch.cuda.synchronize()

@@ -64,10 +64,10 @@ def forward_calls(modules: dict[str, nn.Module]) -> Iterator[dict[str, int]]:
 
 def train_pass(policy: vlarl_policies.VLAPolicy, forward_inputs: dict[str, Tensor]
                ) -> tuple[vlarl_policies.EvalOutput, dict[str, Tensor], dict[str, int]]:
-    """``evaluate`` and the backward pass of a loss on all its outputs: the outputs (detached), every
+    """``evaluate_actions`` and the backward pass of a loss on all its outputs: the outputs (detached), every
     parameter's gradient, and the watched layers' forward calls during the backward pass alone."""
     policy.zero_grad(set_to_none=True)
-    out = policy.evaluate(forward_inputs)
+    out = policy.evaluate_actions(forward_inputs)
     loss = -out.logprobs.sum() + out.values.square().sum()
     if out.entropy is not None:
         loss = loss - out.entropy.sum()

@@ -48,7 +48,7 @@ def test_samples_record_their_level_and_evaluate_uses_it(make_tiny, make_obs):
     assert torch.equal(wide.forward_inputs["noise_levels"], torch.full((6,), 1.0))
     # The actor updates after the rollout; a later step's level must not change the stored samples' density.
     policy.set_global_step(10)
-    evaluated = policy.evaluate(wide.forward_inputs)
+    evaluated = policy.evaluate_actions(wide.forward_inputs)
     torch.testing.assert_close(evaluated.logprobs, wide.logprobs, atol=1e-5, rtol=0)
     narrow = policy.act(obs, generator=torch.Generator().manual_seed(4))
     assert torch.allclose(narrow.forward_inputs["noise_levels"], torch.full((6,), 0.2))
@@ -61,10 +61,10 @@ def test_forward_inputs_without_levels_are_rejected(make_tiny, make_obs):
     inputs = dict(policy.act(make_obs(2)).forward_inputs)
     inputs["noise_levels"] = inputs["noise_levels"][:1]
     with pytest.raises(ValueError, match=r"noise_levels.*\[B=2\]"):
-        policy.evaluate(inputs)
+        policy.evaluate_actions(inputs)
     del inputs["noise_levels"]
     with pytest.raises(ValueError, match="lacks"):
-        policy.evaluate(inputs)
+        policy.evaluate_actions(inputs)
 
 
 @pytest.mark.parametrize(("fields", "message"), [

@@ -150,7 +150,7 @@ def test_oft_merged_checkpoint_with_its_proprio_projector_file(tmp_path, make_ob
     assert torch.equal(normalizer.scale, torch.full((STATE_DIM,), 2.0))
     out = policy.act(make_obs(2))
     assert out.actions.shape == (2, 8, ACTION_DIM)
-    torch.testing.assert_close(policy.evaluate(out.forward_inputs).logprobs, out.logprobs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(policy.evaluate_actions(out.forward_inputs).logprobs, out.logprobs, atol=1e-5, rtol=0)
 
 
 def test_openvla_weights_start_an_oft_policy_with_a_new_proprio_projector_and_lora(tmp_path):

@@ -1,4 +1,4 @@
-"""OpenVLA and OpenVLA-OFT as RL policies: shapes, act-evaluate agreement, the masked categorical, decoding."""
+"""OpenVLA and OpenVLA-OFT as RL policies: shapes, act-evaluate_actions agreement, the masked categorical, decoding."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_act_then_evaluate_gives_identical_logprobs(make_tiny, make_obs, name, c
     assert out.values.shape == value_shape
     assert out.forward_inputs["action_tokens"].shape == (4, chunk, ACTION_DIM)
     assert all(tensor.device.type == "cpu" for tensor in out.forward_inputs.values())
-    evaluated = policy.evaluate(out.forward_inputs)
+    evaluated = policy.evaluate_actions(out.forward_inputs)
     torch.testing.assert_close(evaluated.logprobs, out.logprobs, atol=1e-5, rtol=0)
     torch.testing.assert_close(evaluated.values, out.values, atol=1e-5, rtol=0)
     assert evaluated.entropy.shape == (4, chunk, ACTION_DIM)
@@ -51,7 +51,7 @@ def test_act_then_evaluate_gives_identical_logprobs(make_tiny, make_obs, name, c
 def test_oft_act_and_evaluate_are_the_same_forward_pass(make_tiny, make_obs):
     policy = make_tiny("openvla_oft", use_proprio=True)
     out = policy.act(make_obs(3), generator=torch.Generator().manual_seed(2))
-    assert torch.equal(policy.evaluate(out.forward_inputs).logprobs, out.logprobs)
+    assert torch.equal(policy.evaluate_actions(out.forward_inputs).logprobs, out.logprobs)
 
 
 def _reference_log_probs(policy, forward_inputs) -> torch.Tensor:
@@ -96,7 +96,8 @@ def test_deterministic_actions_are_exactly_the_centres_of_the_argmax_bins(make_t
             hidden, _ = policy.action_hidden(first.forward_inputs, first.forward_inputs["action_tokens"].flatten(1))
             log_probs = policy.bin_log_probs(hidden)
         assert torch.equal(bins.flatten(1), log_probs.argmax(dim=-1))
-        torch.testing.assert_close(policy.evaluate(first.forward_inputs).logprobs, first.logprobs, atol=1e-5, rtol=0)
+        torch.testing.assert_close(policy.evaluate_actions(first.forward_inputs).logprobs, first.logprobs,
+                                   atol=1e-5, rtol=0)
         assert torch.equal(policy.act(obs, deterministic=True, zero_start=True).actions, first.actions)
 
 
@@ -132,12 +133,12 @@ def test_openvla_decodes_token_by_token_and_oft_in_one_pass(make_tiny, make_obs)
     calls = _count_language_model_passes(openvla)
     out = openvla.act(make_obs(2))
     assert len(calls) == 2 * ACTION_DIM
-    openvla.evaluate(out.forward_inputs)
+    openvla.evaluate_actions(out.forward_inputs)
     assert len(calls) == 2 * ACTION_DIM + 1
     oft = make_tiny("openvla_oft")
     calls = _count_language_model_passes(oft)
     out = oft.act(make_obs(2))
-    oft.evaluate(out.forward_inputs)
+    oft.evaluate_actions(out.forward_inputs)
     assert len(calls) == 2
 
 
@@ -145,11 +146,11 @@ def test_oft_tokens_are_independent_and_openvla_tokens_condition_on_earlier_ones
     for name, later_tokens_move in (("openvla", True), ("openvla_oft", False)):
         policy = make_tiny(name, action_chunk=2)
         inputs = dict(policy.act(make_obs(2)).forward_inputs)
-        before = policy.evaluate(inputs).logprobs.flatten(1)
+        before = policy.evaluate_actions(inputs).logprobs.flatten(1)
         changed = inputs["action_tokens"].clone()
         changed[:, 0, 0] = torch.where(changed[:, 0, 0] == policy.config.action_token_begin,
                                        changed[:, 0, 0] + 1, changed[:, 0, 0] - 1)
-        after = policy.evaluate({**inputs, "action_tokens": changed}).logprobs.flatten(1)
+        after = policy.evaluate_actions({**inputs, "action_tokens": changed}).logprobs.flatten(1)
         assert not torch.allclose(before[:, 0], after[:, 0])
         assert torch.allclose(before[:, 1:], after[:, 1:], atol=1e-6) is not later_tokens_move
 
@@ -160,8 +161,8 @@ def test_oft_attends_bidirectionally_over_the_placeholders(make_tiny, make_obs):
     short_chunk = make_tiny("openvla_oft", action_chunk=1)
     short_chunk.load_state_dict(long_chunk.state_dict())
     inputs = dict(long_chunk.act(make_obs(2)).forward_inputs)
-    first_step = long_chunk.evaluate(inputs).logprobs[:, :1]
-    alone = short_chunk.evaluate({**inputs, "action_tokens": inputs["action_tokens"][:, :1]}).logprobs
+    first_step = long_chunk.evaluate_actions(inputs).logprobs[:, :1]
+    alone = short_chunk.evaluate_actions({**inputs, "action_tokens": inputs["action_tokens"][:, :1]}).logprobs
     assert not torch.allclose(first_step, alone, atol=1e-4)
 
 
@@ -172,7 +173,7 @@ def test_oft_reads_the_state_only_with_proprio(make_tiny, make_obs):
         policy = make_tiny("openvla_oft", use_proprio=use_proprio)
         inputs = policy.act(obs).forward_inputs
         moved_inputs = {**inputs, "states": policy.act(moved).forward_inputs["states"]}
-        same = torch.equal(policy.evaluate(inputs).logprobs, policy.evaluate(moved_inputs).logprobs)
+        same = torch.equal(policy.evaluate_actions(inputs).logprobs, policy.evaluate_actions(moved_inputs).logprobs)
         assert same is not use_proprio
 
 
@@ -197,8 +198,8 @@ def test_oft_takes_the_wrist_camera_as_a_second_image_when_sent(make_tiny, make_
     with_camera = with_wrist_slot.act(wrist, deterministic=True)
     assert with_camera.forward_inputs["image_masks"].all()
     assert not torch.allclose(with_camera.logprobs, without.logprobs)
-    torch.testing.assert_close(with_wrist_slot.evaluate(with_camera.forward_inputs).logprobs, with_camera.logprobs,
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(with_wrist_slot.evaluate_actions(with_camera.forward_inputs).logprobs,
+                               with_camera.logprobs, atol=1e-5, rtol=0)
 
 
 def _grad_norm(module: torch.nn.Module) -> float:
@@ -211,7 +212,7 @@ def test_gradients_reach_every_part(make_tiny, make_obs, name):
     policy = make_tiny(name)
     out = policy.act(make_obs(2))
     policy.train()
-    evaluated = policy.evaluate(out.forward_inputs)
+    evaluated = policy.evaluate_actions(out.forward_inputs)
     (evaluated.logprobs.sum() + evaluated.values.sum() + evaluated.entropy.sum()).backward()
     for module in (policy.vision_backbone.featurizer, policy.vision_backbone.fused_featurizer, policy.projector,
                    policy.language_model.model, policy.language_model.lm_head, policy.value_head):
@@ -220,7 +221,7 @@ def test_gradients_reach_every_part(make_tiny, make_obs, name):
 
 def test_detached_critic_input_keeps_value_loss_out_of_the_backbone(make_tiny, make_obs):
     policy = make_tiny("openvla", detach_critic_input=True)
-    policy.evaluate(policy.act(make_obs(2)).forward_inputs).values.sum().backward()
+    policy.evaluate_actions(policy.act(make_obs(2)).forward_inputs).values.sum().backward()
     assert _grad_norm(policy.value_head) > 0 and _grad_norm(policy.language_model) == 0.0
 
 
@@ -237,7 +238,7 @@ def test_lora_trains_adapters_of_the_rank_asked_and_the_heads(make_tiny, make_ob
     assert all(p.requires_grad for head in heads for p in head.parameters())
     out = policy.act(make_obs(2))
     policy.train()
-    evaluated = policy.evaluate(out.forward_inputs)
+    evaluated = policy.evaluate_actions(out.forward_inputs)
     torch.testing.assert_close(evaluated.logprobs, out.logprobs, atol=1e-5, rtol=0)
     evaluated.logprobs.sum().backward()
     for module in vla:
@@ -259,7 +260,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(make_tiny, make_obs, na
     torch.testing.assert_close(plain.act(obs, generator=torch.Generator().manual_seed(4)).logprobs, out.logprobs,
                                atol=1e-5, rtol=0)
     for policy in (plain, checkpointed):
-        evaluated = policy.evaluate(out.forward_inputs)
+        evaluated = policy.evaluate_actions(out.forward_inputs)
         (evaluated.logprobs.sum() + evaluated.values.sum()).backward()
     for (parameter_name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters(), strict=True):
         if a.grad is not None or b.grad is not None:
@@ -274,7 +275,7 @@ def test_bfloat16_acts_and_evaluates(make_tiny, make_obs):
     assert policy.value_head.mlp[0].weight.dtype == torch.float32
     out = policy.act(make_obs(2))
     assert out.logprobs.dtype == out.actions.dtype == torch.float32
-    torch.testing.assert_close(policy.evaluate(out.forward_inputs).logprobs, out.logprobs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(policy.evaluate_actions(out.forward_inputs).logprobs, out.logprobs, atol=1e-5, rtol=0)
 
 
 def test_sft_loss_is_the_cross_entropy_of_the_demonstrated_bins(make_tiny, make_obs):
@@ -331,6 +332,6 @@ def test_evaluate_rejects_foreign_forward_inputs(make_tiny, make_obs):
     policy = make_tiny("openvla")
     inputs = dict(policy.act(make_obs(2)).forward_inputs)
     with pytest.raises(ValueError, match=r"lacks \['action_tokens'\]"):
-        policy.evaluate({key: value for key, value in inputs.items() if key != "action_tokens"})
+        policy.evaluate_actions({key: value for key, value in inputs.items() if key != "action_tokens"})
     with pytest.raises(ValueError, match=r"action_tokens'\] must have shape \[2, 1, 3\]"):
-        policy.evaluate({**inputs, "action_tokens": inputs["action_tokens"].repeat(1, 2, 1)})
+        policy.evaluate_actions({**inputs, "action_tokens": inputs["action_tokens"].repeat(1, 2, 1)})

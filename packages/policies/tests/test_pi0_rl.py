@@ -1,4 +1,4 @@
-"""pi0 / pi0.5 as RL policies: shapes, act-evaluate agreement, the SDE density, gradients."""
+"""pi0 / pi0.5 as RL policies: shapes, act-evaluate_actions agreement, the SDE density, gradients."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_act_then_evaluate_gives_identical_logprobs(make_tiny, make_obs, name, c
     assert out.values.shape == (6,)
     assert out.forward_inputs["chains"].shape == (6, STEPS + 1, HORIZON, MAX_DIM)
     assert all(tensor.device.type == "cpu" for tensor in out.forward_inputs.values())
-    evaluated = policy.evaluate(out.forward_inputs)
+    evaluated = policy.evaluate_actions(out.forward_inputs)
     torch.testing.assert_close(evaluated.logprobs, out.logprobs, atol=1e-5, rtol=0)
     torch.testing.assert_close(evaluated.values, out.values, atol=1e-5, rtol=0)
     assert bool(torch.isfinite(out.logprobs).all()) and bool((out.logprobs != 0).any())
@@ -103,7 +103,7 @@ def test_deterministic_mode_integrates_the_ode_from_drawn_start_noise(make_tiny,
     assert torch.equal(zero[0].forward_inputs["chains"][:, 0], torch.zeros_like(zero[0].forward_inputs["chains"][:, 0]))
     stochastic = seeded(0)
     assert not torch.allclose(stochastic.actions, first.actions)
-    evaluated = policy.evaluate(first.forward_inputs)
+    evaluated = policy.evaluate_actions(first.forward_inputs)
     torch.testing.assert_close(evaluated.values, first.values, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="zero_start=True needs deterministic=True"):
         policy.act(obs, zero_start=True)
@@ -163,7 +163,7 @@ def test_gradients_reach_expert_and_value_head_but_not_a_frozen_vlm(make_tiny, m
     policy = make_tiny(name, noise_method="flow_noise", train_expert_only=True)
     out = policy.act(make_obs(4))
     policy.train()
-    evaluated = policy.evaluate(out.forward_inputs)
+    evaluated = policy.evaluate_actions(out.forward_inputs)
     (evaluated.logprobs.sum() + evaluated.values.sum() + evaluated.entropy.sum()).backward()
     assert _grad_norm(policy.expert) > 0
     assert _grad_norm(policy.action_in_proj) > 0
@@ -175,7 +175,7 @@ def test_gradients_reach_expert_and_value_head_but_not_a_frozen_vlm(make_tiny, m
 def test_an_unfrozen_vlm_gets_gradients(make_tiny, make_obs):
     policy = make_tiny("pi0")
     out = policy.act(make_obs(2))
-    policy.evaluate(out.forward_inputs).logprobs.sum().backward()
+    policy.evaluate_actions(out.forward_inputs).logprobs.sum().backward()
     assert _grad_norm(policy.vlm.language_model) > 0
     assert _grad_norm(policy.vlm.vision_tower) > 0
 
@@ -183,7 +183,7 @@ def test_an_unfrozen_vlm_gets_gradients(make_tiny, make_obs):
 def test_detached_critic_input_keeps_value_loss_out_of_the_backbone(make_tiny, make_obs):
     policy = make_tiny("pi0", detach_critic_input=True)
     out = policy.act(make_obs(2))
-    policy.evaluate(out.forward_inputs).values.sum().backward()
+    policy.evaluate_actions(out.forward_inputs).values.sum().backward()
     assert _grad_norm(policy.value_head) > 0
     assert _grad_norm(policy.expert) == 0.0
 
@@ -193,8 +193,8 @@ def test_lora_trains_only_adapters_in_the_vlm(make_tiny, make_obs):
     names = [name for name, p in policy.vlm.named_parameters() if p.requires_grad]
     assert names and all("lora_" in name for name in names)
     out = policy.act(make_obs(2))
-    torch.testing.assert_close(policy.evaluate(out.forward_inputs).logprobs, out.logprobs, atol=1e-5, rtol=0)
-    policy.evaluate(out.forward_inputs).logprobs.sum().backward()
+    torch.testing.assert_close(policy.evaluate_actions(out.forward_inputs).logprobs, out.logprobs, atol=1e-5, rtol=0)
+    policy.evaluate_actions(out.forward_inputs).logprobs.sum().backward()
     key_value_adapters = [p for name, p in policy.vlm.named_parameters()
                           if "lora_B" in name and ("k_proj" in name or "v_proj" in name)]
     assert len(key_value_adapters) == 2 * 3 and all(p.grad is not None for p in key_value_adapters)
@@ -212,10 +212,10 @@ def test_evaluate_rejects_foreign_forward_inputs(make_tiny, make_obs):
     policy = make_tiny("pi0")
     inputs = dict(policy.act(make_obs(2)).forward_inputs)
     with pytest.raises(ValueError, match=r"lacks \['chains'\]"):
-        policy.evaluate({key: value for key, value in inputs.items() if key != "chains"})
+        policy.evaluate_actions({key: value for key, value in inputs.items() if key != "chains"})
     inputs["chains"] = inputs["chains"][:, :3]
     with pytest.raises(ValueError, match=r"chains'\] must have shape \[2, 5, 8, 8\]"):
-        policy.evaluate(inputs)
+        policy.evaluate_actions(inputs)
 
 
 def test_sft_loss_has_gradients_and_rejects_bad_actions(make_tiny, make_obs):

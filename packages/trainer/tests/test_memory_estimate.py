@@ -47,7 +47,7 @@ def one_real_update(config, layout, observation_space, dtype: str):
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
     obs = observation_batch(observation_space, config.actor.micro_batch_size, env_instructions(config)[0])
     forward_inputs = policy.act(obs).forward_inputs
-    output = policy.evaluate(forward_inputs, compute_entropy=config.algorithm.entropy_coef > 0)
+    output = policy.evaluate_actions(forward_inputs, compute_entropy=config.algorithm.entropy_coef > 0)
     outputs = [tensor for tensor in (output.logprobs, output.entropy, output.values) if tensor is not None]
     sum(tensor.float().mean() for tensor in outputs).backward()
     optimizer.step()

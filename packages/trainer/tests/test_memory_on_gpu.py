@@ -1,4 +1,4 @@
-"""The dry run's activation count against what CUDA holds after a real ``evaluate``: a GPU check, with
+"""The dry run's activation count against what CUDA holds after a real ``evaluate_actions``: a GPU check, with
 observations of a MetaWorld camera's sizes built here, so it needs no simulator."""
 
 import numpy as np
@@ -32,7 +32,7 @@ def test_activation_estimate_is_within_a_quarter_of_the_cuda_peak(recipe):
                       .forward_inputs.items()}
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    output = policy.evaluate(forward_inputs, compute_entropy=config.algorithm.entropy_coef > 0,
+    output = policy.evaluate_actions(forward_inputs, compute_entropy=config.algorithm.entropy_coef > 0,
                              compute_values=policy.value_head is not None)
     held = torch.cuda.memory_allocated() - before
     del output

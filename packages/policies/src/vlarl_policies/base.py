@@ -1,8 +1,8 @@
-"""The policy contract of vlarl: outputs of ``act`` / ``evaluate``, the config base and the module base.
+"""The policy contract of vlarl: outputs of ``act`` / ``evaluate_actions``, the config base and the module base.
 
 Every policy is a ``torch.nn.Module`` whose public surface is the contract in
 ``shared/ARCHITECTURE.md``: ``act(obs_batch)`` samples an action chunk and returns everything
-``evaluate(forward_inputs)`` needs to recompute its log-probability with gradients. Configs are
+``evaluate_actions(forward_inputs)`` needs to recompute its log-probability with gradients. Configs are
 dataclasses serialised to ``config.json`` with a ``type`` tag, weights go to ``model.safetensors``
 and the tokenizer files sit next to them.
 """
@@ -44,7 +44,7 @@ class ActOutput:
     actions:        float32 [B, C, A]  normalized env actions (unclipped; the env clips to [-1, 1])
     logprobs:       float32 [B, C, A]  log-density of the sampled chunk, per action dimension
     values:         float32 [B] or None
-    forward_inputs: CPU tensors batched on dim 0, everything ``evaluate`` needs
+    forward_inputs: CPU tensors batched on dim 0, everything ``evaluate_actions`` needs
     """
 
     actions: Tensor
@@ -55,7 +55,7 @@ class ActOutput:
 
 @dataclass
 class EvalOutput:
-    """What ``evaluate`` returns: log-probs [B, C, A], entropy [B, C, A] or None, values [B] or None."""
+    """What ``evaluate_actions`` returns: log-probs [B, C, A], entropy [B, C, A] or None, values [B] or None."""
 
     logprobs: Tensor
     entropy: Tensor | None
@@ -122,7 +122,7 @@ def _coerce_fields(cls: type[PolicyConfig], data: Mapping[str, Any]) -> dict[str
 
 
 class VLAPolicy(nn.Module):
-    """Base of every policy: the act/evaluate contract plus save_pretrained / from_pretrained.
+    """Base of every policy: the act/evaluate_actions contract plus save_pretrained / from_pretrained.
 
     Subclasses declare ``name`` (the registry name) and ``config_class``; a subclass missing either
     fails at import time, not at first use.
@@ -178,7 +178,7 @@ class VLAPolicy(nn.Module):
         """Recompute the transformer layers' activations in the backward pass instead of keeping them
         (``enabled``), or keep them again.
 
-        Activation memory of ``evaluate`` / ``sft_loss`` with gradients drops to about one layer's plus
+        Activation memory of ``evaluate_actions`` / ``sft_loss`` with gradients drops to about one layer's plus
         each layer's input, for about one more forward pass of compute; results and gradients do not
         change. It is meant for the actor's train mode: ``act`` runs under no_grad and keeps no activations
         anyway. A training-time switch, not part of the config: a saved policy loads the same with or
@@ -196,10 +196,11 @@ class VLAPolicy(nn.Module):
         (pi0's ``noise_anneal``); policies without one ignore it."""
 
     @abstractmethod
-    def evaluate(
+    def evaluate_actions(
         self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True, compute_values: bool = True
     ) -> EvalOutput:
-        """Recompute log-probs (and entropy, values) of what ``act`` sampled, with gradients."""
+        """Recompute log-probs (and entropy, values) of what ``act`` sampled, with gradients (the name is
+        Stable-Baselines3's; "evaluation" in vlarl means scoring a policy in held-out episodes)."""
 
     @abstractmethod
     def sft_loss(self, batch: Mapping[str, Any]) -> tuple[Tensor, dict[str, float]]:

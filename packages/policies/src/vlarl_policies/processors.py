@@ -83,7 +83,7 @@ def check_task_descriptions(descriptions: Any, batch_size: int) -> list[str]:
 def resize_with_pad(images: Tensor, size: int) -> Tensor:
     """uint8 [B, H, W, 3] -> uint8 [B, 3, size, size]: aspect-preserving bilinear resize, black padding.
 
-    The result stays uint8 so that ``forward_inputs`` store images compactly and ``evaluate`` sees
+    The result stays uint8 so that ``forward_inputs`` store images compactly and ``evaluate_actions`` sees
     exactly the pixels ``act`` saw.
     """
     channels_first = images.permute(0, 3, 1, 2)

@@ -20,7 +20,7 @@ def apply_lora(vision_backbone: nn.Module, projector: nn.Module, language_model:
                rank: int, alpha: float) -> None:
     """Freeze the VLA and add rank-``rank`` adapters to its linear (and patch-embedding) layers.
 
-    Adapters have no dropout, so ``act`` and ``evaluate`` see the same function in train mode; their
+    Adapters have no dropout, so ``act`` and ``evaluate_actions`` see the same function in train mode; their
     B matrices start at zero, so the model's function is unchanged until training moves them.
     """
     for module, targets in ((vision_backbone, VISION_TARGETS), (projector, PROJECTOR_TARGETS),

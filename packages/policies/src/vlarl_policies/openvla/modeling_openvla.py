@@ -4,7 +4,7 @@ The language model reads ``[BOS, image patches, prompt]`` (Prismatic puts the pa
 BOS) and then writes C * A action tokens, each one of the 256 bins at the end of the tokenizer's
 vocabulary (all other ids masked). ``act`` decodes them autoregressively against a key/value cache,
 sampling each bin from the masked logits with the config's temperature and top-k, or taking the
-argmax when deterministic; it stores the chosen token ids. ``evaluate`` feeds prompt and stored
+argmax when deterministic; it stores the chosen token ids. ``evaluate_actions`` feeds prompt and stored
 tokens through the model once (teacher forcing) and reads the same distributions, so it returns
 the log-probs ``act`` drew with, plus their entropy. The critic reads the LM's last hidden state
 at the last prompt position, the state from which the first action token is predicted.
@@ -224,7 +224,7 @@ class OpenVLAPolicy(VLAPolicy):
                 next_position = next_position + 1
         return torch.stack(bins, dim=1), torch.stack(log_probs, dim=1), prompt_end
 
-    def evaluate(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
+    def evaluate_actions(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
                  compute_values: bool = True) -> EvalOutput:
         """Log-probs [B, C, A] of the stored action tokens with gradients, the entropy [B, C, A] of their
         masked distributions, and values, from one forward pass."""

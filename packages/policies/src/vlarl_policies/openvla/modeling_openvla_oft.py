@@ -3,7 +3,7 @@
 After the prompt come C * A placeholder positions whose input embeddings are zero; the language
 model attends bidirectionally (OFT trains Llama without the causal mask), and position i - 1 gives
 the logits of placeholder i's action token, as OFT and RLinf read them. Each token is an
-independent categorical over the 256 bins, so ``act`` and ``evaluate`` run the very same pass: one
+independent categorical over the 256 bins, so ``act`` and ``evaluate_actions`` run the very same pass: one
 samples from it, the other scores the stored tokens. Differences to OpenVLA besides that:
 
 - the normalized state enters as one token after the image patches (``use_proprio``, OFT's proprio

@@ -16,7 +16,7 @@ def freeze_vlm(vlm: nn.Module) -> None:
 def apply_lora(vlm: nn.Module, rank: int, alpha: float) -> None:
     """Freeze the VLM and add rank-``rank`` LoRA adapters to every projection of its language model.
 
-    Adapters have no dropout, so ``act`` and ``evaluate`` see the same function in train mode.
+    Adapters have no dropout, so ``act`` and ``evaluate_actions`` see the same function in train mode.
     """
     vlm.requires_grad_(False)
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(LORA_TARGETS))

@@ -91,7 +91,7 @@ class ObservationEncoder(nn.Module):
 
 
 def check_forward_inputs(forward_inputs: Mapping[str, Tensor], config: Pi0Config) -> None:
-    """``evaluate`` input must be what ``act`` produced for this config: every key, matching shapes."""
+    """``evaluate_actions`` input must be what ``act`` produced for this config: every key, matching shapes."""
     missing = [key for key in FORWARD_INPUT_KEYS if key not in forward_inputs]
     if missing:
         raise ValueError(f"forward_inputs lacks {missing}; expected keys {list(FORWARD_INPUT_KEYS)} from act()")

@@ -14,7 +14,7 @@ against the cached prefix. Which steps are stochastic depends on the config:
   noise instead and returns the same chunk every time.
 
 The whole chain x_{t_0..t_K} [B, K + 1, H, D] and the stochastic step indices are stored in
-``forward_inputs``; ``evaluate`` re-encodes the prefix and recomputes only those transitions.
+``forward_inputs``; ``evaluate_actions`` re-encodes the prefix and recomputes only those transitions.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ class Pi0Policy(VLAPolicy):
             forward_inputs=forward_inputs,
         )
 
-    def evaluate(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
+    def evaluate_actions(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
                  compute_values: bool = True) -> EvalOutput:
         """Recompute log-probs [B, C, A] (entropy for flow_noise, values [B]) of stored chains, with gradients.
 

@@ -1,8 +1,8 @@
 """What a run will hold in memory, estimated before Ray starts (``vlarl-train --dry-run``).
 
 Parameters, gradients and optimizer state are counted exactly from the policy's parameter shapes,
-the precision and FSDP's sharding. Activations are the tensors ``evaluate`` keeps for the backward
-pass on one micro-batch, counted by running ``act`` and ``evaluate`` on fake tensors (shapes and
+the precision and FSDP's sharding. Activations are the tensors ``evaluate_actions`` keeps for the backward
+pass on one micro-batch, counted by running ``act`` and ``evaluate_actions`` on fake tensors (shapes and
 dtypes, no data), so the published sizes cost no memory and a second or two. Branches that depend
 on values take the costlier side: every check passes, every sampling step is a stochastic one.
 """
@@ -39,7 +39,7 @@ class ActorRankMemory:
     gradients: int
     optimizer: int
     activations: int
-    """Saved for backward by one micro-batch's ``evaluate``."""
+    """Saved for backward by one micro-batch's ``evaluate_actions``."""
     gradient_buckets: int
     """DDP's reducer: a flat copy of every trainable parameter's gradient, all-reduced bucket by bucket."""
     gathered: int
@@ -170,7 +170,7 @@ def observation_batch(observation_space: Any, batch: int, instruction: str) -> d
 
 def saved_activation_bytes(policy: torch.nn.Module, forward_inputs: dict[str, torch.Tensor], precision: str,
                            compute_entropy: bool, compute_values: bool) -> tuple[int, list[torch.Tensor]]:
-    """Bytes of the tensors autograd keeps from ``evaluate`` for the backward pass (each storage counted
+    """Bytes of the tensors autograd keeps from ``evaluate_actions`` for the backward pass (each storage counted
     once, the parameters, which autograd keeps too, left out), and the parameters a backward pass from
     its outputs reaches."""
     parameter_storages = {p.untyped_storage()._cdata for p in policy.parameters()}
@@ -184,7 +184,7 @@ def saved_activation_bytes(policy: torch.nn.Module, forward_inputs: dict[str, to
 
     autocast = torch.autocast(policy.device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor), autocast:
-        output = policy.evaluate(forward_inputs, compute_entropy=compute_entropy, compute_values=compute_values)
+        output = policy.evaluate_actions(forward_inputs, compute_entropy=compute_entropy, compute_values=compute_values)
     outputs = [tensor for tensor in (output.logprobs, output.entropy, output.values) if tensor is not None]
     sum(tensor.float().sum() for tensor in outputs).backward()
     reached = [p for p in policy.parameters() if p.requires_grad and p.grad is not None]

@@ -68,7 +68,8 @@ class EvaluateModule(nn.Module):
         self.policy = policy
 
     def forward(self, forward_inputs: dict[str, torch.Tensor], compute_entropy: bool, compute_values: bool):
-        output = self.policy.evaluate(forward_inputs, compute_entropy=compute_entropy, compute_values=compute_values)
+        output = self.policy.evaluate_actions(forward_inputs, compute_entropy=compute_entropy,
+                                              compute_values=compute_values)
         return output.logprobs, output.entropy, output.values
 
 

@@ -1,5 +1,5 @@
 """Rollout worker: an inference copy of the policy that acts for env shards and keeps what
-``evaluate`` will need (forward inputs, log-probs, values) until the driver collects it.
+``evaluate_actions`` will need (forward inputs, log-probs, values) until the driver collects it.
 
 With ``rollout.offload`` the driver parks the policy on the CPU while the actor updates (``offload``)
 and brings it back before the next weight load or rollout (``onload``), so an actor sharing the GPU
