@@ -1,11 +1,11 @@
 """Rendering a MuJoCo camera without the geoms it cannot see.
 
 On a CPU, Mesa's llvmpipe spends most of a small frame transforming vertices: it shades every triangle of
-the scene, in view or not, before clipping. A LIBERO scene holds about 300,000 mesh faces; its wrist
-camera sees the table and the gripper but not the arm or the pedestal, whose 166,000 faces cost 40% of
-its frames (11% of the front camera's). A geom whose bounding sphere lies wholly outside the camera's
-view frustum writes no pixel as long as nothing else draws it again (shadows and reflections), so hiding
-it while the camera renders leaves the frame exactly as it was.
+the scene, in view or not, before clipping, so a camera that sees a small part of a detailed scene (LIBERO's
+wrist camera: the table and the gripper, not the arm or the pedestal) pays for all of it. A geom whose
+bounding sphere lies wholly outside the camera's view frustum writes no pixel as long as nothing else draws
+it again (shadows and reflections), so hiding it while the camera renders leaves the frame exactly as it
+was. docs/benchmarks.md ("Per family") has what it saves.
 """
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ def visible_geoms_only(model: Any, data: Any, camera_id: int, width: int, height
     visible groups) hides, for the duration of one render; their groups come back after it. Nothing is
     hidden when every group is visible."""
     hidden_groups = [group for group, shown in enumerate(geomgroup) if not shown]
-    outside = geoms_outside_view(model, data, camera_id, width, height) if hidden_groups else np.zeros(0, int)
-    outside = outside[np.asarray(geomgroup)[np.clip(model.geom_group[outside], 0, len(geomgroup) - 1)] != 0]
+    if not hidden_groups:
+        yield
+        return
+    outside = geoms_outside_view(model, data, camera_id, width, height)
     groups = model.geom_group[outside].copy()
-    if len(outside):
-        model.geom_group[outside] = hidden_groups[0]
+    model.geom_group[outside] = hidden_groups[0]
     try:
         yield
     finally:

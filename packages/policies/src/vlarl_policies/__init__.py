@@ -2,7 +2,7 @@
 
     policy = vlarl_policies.make("pi0", preset="tiny", action_dim=4, state_dim=4)
     out = policy.act(obs_batch)                       # ActOutput: actions, logprobs, values, forward_inputs
-    again = policy.evaluate_actions(out.forward_inputs)       # EvalOutput: logprobs, entropy, values (with grad)
+    again = policy.evaluate_actions(out.forward_inputs)   # EvalOutput: logprobs, entropy, values (with grad)
     policy.save_pretrained("ckpt"); vlarl_policies.from_pretrained("ckpt")
     vlarl_policies.resample_saved("ckpt", "ckpt-noise0.2", noise_level=0.2)   # same weights, other sampling
 """

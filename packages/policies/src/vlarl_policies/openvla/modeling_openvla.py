@@ -225,7 +225,7 @@ class OpenVLAPolicy(VLAPolicy):
         return torch.stack(bins, dim=1), torch.stack(log_probs, dim=1), prompt_end
 
     def evaluate_actions(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
-                 compute_values: bool = True) -> EvalOutput:
+                         compute_values: bool = True) -> EvalOutput:
         """Log-probs [B, C, A] of the stored action tokens with gradients, the entropy [B, C, A] of their
         masked distributions, and values, from one forward pass."""
         config = self.config

@@ -229,7 +229,7 @@ class Pi0Policy(VLAPolicy):
         )
 
     def evaluate_actions(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
-                 compute_values: bool = True) -> EvalOutput:
+                         compute_values: bool = True) -> EvalOutput:
         """Recompute log-probs [B, C, A] (entropy for flow_noise, values [B]) of stored chains, with gradients.
 
         The prefix is encoded once; the expert then runs on all stored stochastic steps of all

@@ -60,8 +60,8 @@ PARAMETER_DTYPES = {"fp32": torch.float32, "bf16-mixed": torch.float32, "bf16-pu
 """Per ``actor.precision``: the dtype of the trained parameters, and so of their gradients and AdamW moments."""
 
 
-class EvaluateModule(nn.Module):
-    """Routes ``forward`` to ``policy.evaluate`` so DDP/FSDP hooks run around it."""
+class ActionEvaluationModule(nn.Module):
+    """Routes ``forward`` to ``policy.evaluate_actions`` so DDP/FSDP hooks run around it."""
 
     def __init__(self, policy: nn.Module) -> None:
         super().__init__()
@@ -151,7 +151,7 @@ class ActorWorker(WorkerProcess):
             dist.init_process_group(backend, init_method=rendezvous, rank=self.rank, world_size=self.world_size,
                                     timeout=timedelta(minutes=10),
                                     device_id=self.device if backend == "nccl" else None)
-        self.module = self._distribute(EvaluateModule(self.policy))
+        self.module = self._distribute(ActionEvaluationModule(self.policy))
         groups = self.policy.parameter_groups()
         self.optimizer = torch.optim.AdamW(
             [

@@ -3,7 +3,7 @@
 A shard unit all-gathers its parameters when its ``forward`` is entered, so only modules the policies
 call as modules qualify: a transformer layer that a policy runs piece by piece (pi0's Gemma layers,
 whose attention projections it calls one by one) cannot be a unit, its MLP can. Everything outside
-the units belongs to the root, which the ``EvaluateModule`` around the policy makes.
+the units belongs to the root, which the ``ActionEvaluationModule`` around the policy makes.
 
 The state dict helpers work on sharded and whole modules alike, so a checkpoint does not depend on
 how many ranks wrote it or whether they sharded: model state is the policy's own state dict, the
