@@ -60,7 +60,7 @@ def test_episode_statistics_of_an_unfinished_episode_and_bad_actions():
     assert_same(one.episode_statistics(), reference.episode_statistics())
     with pytest.raises(ValueError, match=r"expected actions of shape \(1, 3, 7\), got shape \(1, 7\)"):
         one.step(np.zeros((1, 7), np.float32))
-    with pytest.raises(ValueError, match="expected finite float actions"):
+    with pytest.raises(ValueError, match="expected finite actions"):
         one.step(np.full((1, 3, 7), np.nan, np.float32))
     with pytest.raises(ValueError, match="expected reset options for each of 1 envs, got 2"):
         one.reset([{}, {}])

@@ -3,6 +3,7 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 
 from vlarl_envs.testing import require_simulator
 
@@ -109,6 +110,40 @@ def test_batched_action_chunks_and_bad_actions():
     with pytest.raises(ValueError, match="expected 1 episode ids, got 2"):
         env.reset(options={"episode_id": [0, 1]})
     env.close()
+
+
+def test_disabled_autoreset_holds_a_finished_env_until_the_reset_mask_restarts_it():
+    """gymnasium's DISABLED mode, which the trainer's env workers step: a finished sub-env earns nothing,
+    keeps its last observation and its statistics, and plays again once ``reset_mask`` restarts it."""
+    env = ManiSkillBatchedEnv("PickCube", PICK_CUBE, 1, obs_mode="state", horizon=2, reward_mode="dense",
+                              sim_backend="cpu", autoreset_mode="Disabled")
+    assert env.metadata["autoreset_mode"] == AutoresetMode.DISABLED
+    env.reset(options={"episode_id": 5})
+    actions = np.full((1, 7), 0.5, np.float32)
+    env.step(actions)
+    last, rewards, terminated, truncated, info = env.step(actions)
+    assert truncated.tolist() == [True] and env.episode_over.tolist() == [True]
+    assert info["_episode"].tolist() == [True] and info["episode"]["episode_len"].tolist() == [2]
+    statistics = env.episode_statistics()
+    held, rewards, terminated, truncated, info = env.step(actions)
+    assert rewards.tolist() == [0.0] and not truncated.any() and "episode" not in info
+    np.testing.assert_array_equal(held["privileged_state"].numpy(), last["privileged_state"].numpy())
+    assert env.episode_statistics() == statistics and statistics[0]["episode_len"] == 2
+    env.reset(options={"reset_mask": np.array([True]), "episode_id": 7})
+    assert env.episode_over.tolist() == [False] and env.episode_infos[0]["episode_id"] == 7
+    assert env.step(actions)[1].tolist() != [0.0] and env.episode_statistics()[0]["episode_len"] == 1
+    env.close()
+
+
+def test_bad_autoreset_modes_and_reset_masks(batched_cpu):
+    with pytest.raises(ValueError, match=r"autoreset_mode must be one of \['SameStep', 'Disabled'\], got 'NextStep'"):
+        ManiSkillBatchedEnv("PickCube", PICK_CUBE, 1, sim_backend="cpu", autoreset_mode="NextStep")
+    with pytest.raises(ValueError, match="'idle' needs autoreset_mode DISABLED, got SameStep"):
+        batched_cpu.reset(options={"idle": np.array([True])})
+    with pytest.raises(ValueError, match="reset_mask restarts no sub-env"):
+        batched_cpu.reset(options={"reset_mask": np.array([False])})
+    with pytest.raises(ValueError, match=r"'reset_mask' must be a bool array of shape \(1,\), got dtype int64"):
+        batched_cpu.reset(options={"reset_mask": np.array([1])})
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vlarl_envs.wrappers import ActionChunk, EpisodeStatistics, RecordVideo, RewardMode
+from vlarl_envs.wrappers import ActionChunk, EpisodeStatistics, RecordVideo, RewardMode, episode_figures
 
 ZERO = np.zeros(2, np.float32)
 
@@ -194,3 +194,23 @@ def test_record_video_leaves_a_file_another_writer_made_meanwhile(tmp_path, coun
     assert env.written == [tmp_path / "episode-00001.mp4"] and len(imageio.mimread(env.written[0])) == 4
     assert (tmp_path / "episode-00000.mp4").read_bytes() == b"another env's video"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["episode-00000.mp4", "episode-00001.mp4"]
+
+
+# An episode of no steps has earned nothing.
+EPISODE_COUNTERS = st.tuples(st.floats(-50, 50), st.integers(0, 400), st.booleans(), st.booleans()).map(
+    lambda counters: (counters[0] if counters[1] else 0.0, *counters[1:]))
+
+
+@given(st.lists(EPISODE_COUNTERS, min_size=1, max_size=16))
+def test_episode_figures_of_a_batch_are_each_episodes_own(episodes):
+    """The batched envs' figures (torch, numpy) equal the single env's (Python), episode by episode."""
+    import torch
+
+    returns, lengths, once, at_end = (list(column) for column in zip(*episodes))
+    for to_array in (torch.tensor, np.array):
+        batch = episode_figures(to_array(returns), to_array(lengths), to_array(once), to_array(at_end))
+        for index, episode in enumerate(episodes):
+            single = episode_figures(*episode)
+            assert single["reward"] == (episode[0] / episode[1] if episode[1] else 0.0)
+            for key, value in single.items():
+                assert float(batch[key][index]) == pytest.approx(float(value), rel=1e-6, abs=1e-6), key

@@ -7,6 +7,21 @@ from typing import Any
 import gymnasium as gym
 
 
+def episode_figures(episode_return: Any, length: Any, success_once: Any, success_at_end: Any) -> dict[str, Any]:
+    """``info["episode"]`` from an episode's counters, elementwise over Python, numpy or torch values, so
+    that the single env's wrapper and a batched env (ManiSkill's) report the same figures.
+
+    ``reward`` is ``return / episode_len``, and 0 for an episode of no steps."""
+    # "length + (length == 0)" divides by 1 where length is 0 (the return is 0 there) for every type.
+    return {
+        "success_once": success_once,
+        "success_at_end": success_at_end,
+        "return": episode_return,
+        "episode_len": length,
+        "reward": episode_return / (length + (length == 0)),
+    }
+
+
 class EpisodeStatistics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """At the end of every episode put ``info["episode"] = {success_once, success_at_end, return,
     episode_len, reward}``.
@@ -47,10 +62,4 @@ class EpisodeStatistics(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def episode_so_far(self) -> dict[str, Any]:
         """The statistics of the current episode up to the last step, as ``info["episode"]`` holds them."""
-        return {
-            "success_once": self._success_once,
-            "success_at_end": self._success_now,
-            "return": self._return,
-            "episode_len": self._length,
-            "reward": self._return / self._length if self._length else 0.0,
-        }
+        return episode_figures(self._return, self._length, self._success_once, self._success_now)
