@@ -1,11 +1,11 @@
 """GSEnv's RL step on a CPU: what the trainer's env workers step, measured side by side in one run.
 
-One RL step is one ``EpisodeVectorEnv.step`` of 16 envs with chunks of 5 actions (80 env steps,
+One RL step is one ``EpisodeEnvs.step`` of 16 envs with chunks of 5 actions (80 env steps,
 16 images). At each image size (64, 128, 224 px) four vector envs take the same random chunks:
 
-- splat, one call: the family's ``make_episode_vec`` (``SplatEpisodeVectorEnv``): each env steps
+- splat, one call: the family's ``make_episode_envs`` (``SplatEpisodeEnvs``): each env steps
   its physics, then the 16 images render in one rasterizer call;
-- splat, per env: the default ``EpisodeVectorEnv`` of single GSEnvs: each env renders its own image
+- splat, per env: the default ``EpisodeEnvs`` of single GSEnvs: each env renders its own image
   once per chunk (``DefersImages``);
 - ManiSkill: ``renderer="maniskill"`` (the default vector env: ManiSkill's rasterizer renders each
   env's camera once per chunk);
@@ -32,7 +32,7 @@ import torch
 
 import vlarl_envs
 from vlarl_envs.gsenv import GSENV_ID
-from vlarl_envs.vector import make_episode_vec
+from vlarl_envs.vector import make_episode_envs
 
 KINDS = ("splat, one call", "splat, per env", "ManiSkill", "physics")
 
@@ -40,12 +40,12 @@ KINDS = ("splat, one call", "splat, per env", "ManiSkill", "physics")
 def build(kind: str, size: int, num_envs: int, chunk: int):
     kwargs = dict(action_chunk=chunk)
     if kind == "splat, one call":
-        return vlarl_envs.family_of(GSENV_ID).make_episode_vec(GSENV_ID, num_envs, image_size=size, **kwargs)
+        return vlarl_envs.family_of(GSENV_ID).make_episode_envs(GSENV_ID, num_envs, image_size=size, **kwargs)
     if kind == "splat, per env":
-        return make_episode_vec(GSENV_ID, num_envs, image_size=size, **kwargs)
+        return make_episode_envs(GSENV_ID, num_envs, image_size=size, **kwargs)
     if kind == "ManiSkill":
-        return make_episode_vec(GSENV_ID, num_envs, image_size=size, renderer="maniskill", **kwargs)
-    return make_episode_vec(GSENV_ID, num_envs, obs_mode="state", **kwargs)
+        return make_episode_envs(GSENV_ID, num_envs, image_size=size, renderer="maniskill", **kwargs)
+    return make_episode_envs(GSENV_ID, num_envs, obs_mode="state", **kwargs)
 
 
 def timed_render(vec) -> list[float]:

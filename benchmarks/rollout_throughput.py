@@ -7,7 +7,7 @@
 Three measurements, one after another in one run, of the same number of episodes from the recipe's policy at
 its random start (so episodes run to their horizon):
 
-- a plain loop in this process: the family's episode env (``make_episode_vec``, the env the trainer's env
+- a plain loop in this process: the family's episode env (``make_episode_envs``, the env the trainer's env
   workers step) and ``policy.act``, torch's default threads, no Ray, one stage;
 - the trainer's rollout: one training step's episodes (``env.num_envs`` x ``rollout.rollout_epoch``) through
   its workers, placement and pipeline stages, in ``Trainer.train_step``, whose update's seconds print too;
@@ -42,7 +42,7 @@ from vlarl_trainer.rl.workers.rollout_worker import SAMPLING_MODES
 def plain_loop(config, policy_path: str, options: list[list[dict]]) -> dict[str, float]:
     """Every round of reset options played by one episode env and the policy in this process."""
     policy = vlarl_policies.from_pretrained(policy_path).eval()
-    env = family_of(config.env.id).make_episode_vec(config.env.id, config.env.num_envs,
+    env = family_of(config.env.id).make_episode_envs(config.env.id, config.env.num_envs,
                                                     action_chunk=config.env.action_chunk, **config.env.kwargs)
     generator = torch.Generator().manual_seed(config.runner.seed)
     env_seconds = policy_seconds = 0.0

@@ -114,7 +114,7 @@ gpu_tests() {
     "$PYTHON" -m pytest -m gpu -p no:cacheprovider -q --timeout 40 \
         packages/policies/tests/test_gpu.py packages/trainer/tests/test_memory_on_gpu.py \
         packages/trainer/tests/test_rollout_worker.py packages/envs/tests/test_splats.py \
-        packages/envs/tests/test_maniskill_vector.py packages/envs/tests/test_maniskill_episode_vector.py
+        packages/envs/tests/test_maniskill_vector.py packages/envs/tests/test_maniskill_episode_envs.py
 }
 
 policy_speed() {
@@ -165,10 +165,10 @@ if importlib.util.find_spec("mani_skill") is None:
     print("skipped: mani_skill is not installed (its wheel and SAPIEN's come to 150 MB, more than travels)")
     sys.exit(0)
 import numpy as np
-from vlarl_envs.maniskill.episode_vector import ManiSkillEpisodeVectorEnv
+from vlarl_envs.maniskill.episode_envs import ManiSkillEpisodeEnvs
 gpu = sys.argv[1] != "--cpu"
 envs, steps = (64, 50) if gpu else (1, 3)
-vec = ManiSkillEpisodeVectorEnv("PickCube", "vlarl/ManiSkill-PickCube-v1", envs, obs_mode="rgb", image_size=128,
+vec = ManiSkillEpisodeEnvs("PickCube", "vlarl/ManiSkill-PickCube-v1", envs, obs_mode="rgb", image_size=128,
                                 horizon=60, sim_backend="gpu" if gpu else "cpu")
 vec.reset([{"episode_id": index} for index in range(envs)])
 actions = np.zeros((envs, 7), np.float32)

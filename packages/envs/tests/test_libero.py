@@ -232,7 +232,7 @@ def test_a_simulator_rebuilt_beside_other_envs_renders_as_a_fresh_one():
     rendering their own scenes: closing a simulator frees only its own GL objects."""
     family = family_of(SPATIAL)
     tasks = family.tasks(SPATIAL)[:2]
-    envs = family.make_episode_vec(SPATIAL, 2, image_size=32, action_chunk=5)
+    envs = family.make_episode_envs(SPATIAL, 2, image_size=32, action_chunk=5)
     envs.reset([{"episode_id": 0, "split": "task", "task": task} for task in tasks])
     envs.reset([{"episode_id": 5, "split": "train", "task": task} for task in tasks])
     fresh = gym.make(SPATIAL, image_size=32, action_chunk=5)

@@ -125,11 +125,11 @@ def test_maniskill_and_gsenv_refuse_the_gpu_backend_without_cuda_before_building
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    from vlarl_envs.maniskill.episode_vector import make_maniskill_episode_vec
+    from vlarl_envs.maniskill.episode_envs import make_maniskill_episode_envs
     from vlarl_envs.maniskill.vector import make_maniskill_vec
 
     with pytest.raises(ValueError, match="sim_backend='gpu' needs CUDA"):
-        make_maniskill_episode_vec(ENV_ID, 4, sim_backend="gpu")
+        make_maniskill_episode_envs(ENV_ID, 4, sim_backend="gpu")
     with pytest.raises(ValueError, match="sim_backend='gpu' needs CUDA"):
         make_maniskill_vec("PickCube", ENV_ID, 4, sim_backend="gpu")
     from vlarl_envs.gsenv.env import GSEnv

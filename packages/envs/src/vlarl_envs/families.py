@@ -13,7 +13,7 @@ once what a collector, a trainer or an evaluator needs to know about them:
 - ``make_vec``: N envs of one id as a gymnasium ``VectorEnv`` (SAME_STEP autoreset): batched in one
   process where the simulator batches (ManiSkill's GPU simulation, GSEnv's one-call splat render),
   subprocesses otherwise;
-- ``make_episode_vec``: N envs of one id as an ``EpisodeVectorEnv`` (one episode per env and reset,
+- ``make_episode_envs``: N envs of one id as ``EpisodeEnvs`` (one episode per env and reset,
   per-env reset options), what the trainer's env workers step;
 - ``robot_type`` and ``feature_names``: what a LeRobot dataset calls the robot, states and actions.
 
@@ -37,7 +37,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from vlarl_envs.instructions import InstructionSet
-from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec, make_vec
+from vlarl_envs.vector import EpisodeEnvs, make_episode_envs, make_vec
 
 Expert = Callable[[Mapping[str, Any]], np.ndarray]
 """obs -> action in [-1, 1]; built fresh for every episode, so it may keep state."""
@@ -57,8 +57,8 @@ class EnvFamily:
     make_vec: Callable[..., VectorEnv] | None = None
     """``make_vec(env_id, num_envs, **gym_make_kwargs)``; by default ``entry_point_vec`` where ``batched``, else
     ``vlarl_envs.vector.make_vec``."""
-    make_episode_vec: Callable[..., EpisodeVectorEnv] = make_episode_vec
-    """``make_episode_vec(env_id, num_envs, **gym_make_kwargs)``; by default single envs in one process."""
+    make_episode_envs: Callable[..., EpisodeEnvs] = make_episode_envs
+    """``make_episode_envs(env_id, num_envs, **gym_make_kwargs)``; by default single envs in one process."""
     expert: Callable[[str], Expert | None] = lambda task: None
     group: Callable[[str, str, int], str | None] = lambda task, split, episode_id: None
     robot_type: str = "unknown"

@@ -5,7 +5,7 @@ that RL rollouts step.
 observation is the new episode's first, and the finished episode's last observation and info
 sit in ``info["final_obs"]`` / ``info["final_info"]`` (masked by ``info["_final_obs"]``).
 
-``make_episode_vec``: an ``EpisodeVectorEnv``, whose envs reset with options of their own and
+``make_episode_envs``: ``EpisodeEnvs``, whose envs reset with options of their own and
 stop at the end of their episode.
 """
 
@@ -56,10 +56,11 @@ def make_vec(
     return AsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP, context=context)
 
 
-class EpisodeVectorEnv:
+class EpisodeEnvs:
     """N envs that each play one episode per reset: what RL rollouts and evaluations step.
 
-    Unlike gymnasium's vector envs there is no autoreset. Every env resets with options of its own
+    Not a gymnasium ``VectorEnv`` (hence the name): there is no autoreset, and ``reset`` and ``step``
+    take and return per-env lists. Every env resets with options of its own
     (episode id, task, split), so a rollout chooses each env's initial state; an env whose episode
     ended is no longer stepped (its last observation stays, its reward is 0), so a batch of episodes
     costs no more simulation than the episodes themselves. Episode statistics are each env's own
@@ -71,7 +72,7 @@ class EpisodeVectorEnv:
 
     def __init__(self, envs: Sequence[gym.Env]) -> None:
         if not envs:
-            raise ValueError("EpisodeVectorEnv needs at least one env")
+            raise ValueError("EpisodeEnvs needs at least one env")
         self.envs = list(envs)
         self.num_envs = len(self.envs)
         self._observations: list[dict[str, Any]] = []
@@ -152,8 +153,8 @@ def stack_observations(observations: Sequence[dict[str, Any]]) -> dict[str, Any]
             else np.stack([obs[key] for obs in observations]) for key in observations[0]}
 
 
-def make_episode_vec(env_id: str, num_envs: int, **env_kwargs: Any) -> EpisodeVectorEnv:
-    """``num_envs`` single envs of ``env_id`` in this process, as an ``EpisodeVectorEnv``."""
+def make_episode_envs(env_id: str, num_envs: int, **env_kwargs: Any) -> EpisodeEnvs:
+    """``num_envs`` single envs of ``env_id`` in this process, as ``EpisodeEnvs``."""
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    return EpisodeVectorEnv([gym.make(env_id, **env_kwargs) for _ in range(num_envs)])
+    return EpisodeEnvs([gym.make(env_id, **env_kwargs) for _ in range(num_envs)])

@@ -28,7 +28,7 @@ and ``task_description``. Actions are 7-D: end-effector target delta position an
 (normalized; 1 = 10 cm or 0.1 rad) and the gripper (-1 closed, +1 open).
 
 Images can be deferred (``DefersImages``): within an action chunk only the last sub-step renders,
-and ``vlarl_envs.gsenv.vector.SplatEpisodeVectorEnv`` renders many envs' images in one call.
+and ``vlarl_envs.gsenv.vector.SplatEpisodeEnvs`` renders many envs' images in one call.
 """
 
 from __future__ import annotations

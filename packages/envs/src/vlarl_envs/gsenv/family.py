@@ -31,7 +31,7 @@ GSENV_FAMILY = EnvFamily(
     name="GSEnv", tasks=lambda env_id, env_kwargs=None: (TASK_NAME,), splits=lambda env_id: tuple(SPLIT_STREAMS),
     instructions=lambda env_id: GSENV_INSTRUCTIONS,
     # single GSEnvs whose splat images of a step render in one call
-    batched=True, make_episode_vec=deferred("vlarl_envs.gsenv.vector:make_gsenv_episode_vec"),
+    batched=True, make_episode_envs=deferred("vlarl_envs.gsenv.vector:make_gsenv_episode_envs"),
     expert=gsenv_expert, group=gsenv_variation,
     robot_type="panda", feature_names=PANDA_FEATURE_NAMES,
 )

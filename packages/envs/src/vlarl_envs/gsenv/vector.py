@@ -1,12 +1,12 @@
 """Many GSEnvs, rendered together: physics in each env, every image of a step in one rasterizer call.
 
-``make_gsenv_episode_vec`` (the family's ``make_episode_vec``, what the trainer's env workers step)
-gives a ``SplatEpisodeVectorEnv``: single GSEnvs in this process that share one set of splat
+``make_gsenv_episode_envs`` (the family's ``make_episode_envs``, what the trainer's env workers step)
+gives a ``SplatEpisodeEnvs``: single GSEnvs in this process that share one set of splat
 renderers and defer their images (``DefersImages``). Each env steps its physics (a whole action
 chunk, no image at any sub-step); then the images of all envs that were reset or stepped are
 rendered in one rasterizer call, whatever their robustness looks (``render_together``). Rewards,
-dones, infos and statistics are the single envs' own, so they equal the default
-``EpisodeVectorEnv``'s; the images equal its per-env renders up to float rounding.
+dones, infos and statistics are the single envs' own, so they equal the
+default ``EpisodeEnvs``' outputs; the images equal its per-env renders up to float rounding.
 
 ``make_gsenv_vec`` is gymnasium's kind of vector env (SAME_STEP autoreset). Its sub-envs run
 state-only (``obs_mode="state"``), in subprocesses or in this process. This process keeps one
@@ -43,35 +43,35 @@ from vlarl_envs.gsenv.registration import GSENV_ID
 from vlarl_envs.gsenv.robustness import NOMINAL, Look, sample_look
 from vlarl_envs.splats.gaussians import pose_matrix
 from vlarl_envs.splats.scene import render_together
-from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec, make_vec
+from vlarl_envs.vector import EpisodeEnvs, make_episode_envs, make_vec
 
 
-def make_gsenv_episode_vec(env_id: str, num_envs: int, **env_kwargs: Any) -> EpisodeVectorEnv:
-    """``num_envs`` GSEnvs as an ``EpisodeVectorEnv``, their splat images rendered in one call per step.
+def make_gsenv_episode_envs(env_id: str, num_envs: int, **env_kwargs: Any) -> EpisodeEnvs:
+    """``num_envs`` GSEnvs as ``EpisodeEnvs``, their splat images rendered in one call per step.
 
-    Splat rgb envs become a ``SplatEpisodeVectorEnv`` sharing the first env's renderers; state
+    Splat rgb envs become a ``SplatEpisodeEnvs`` sharing the first env's renderers; state
     envs, ``renderer="maniskill"`` (one SAPIEN scene per env) and ``video_dir`` (each env records
-    its own video) get the default ``vlarl_envs.vector.make_episode_vec``.
+    its own video) get the default ``vlarl_envs.vector.make_episode_envs``.
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if (env_kwargs.get("obs_mode", "rgb") != "rgb" or env_kwargs.get("renderer", "gaussian") != "gaussian"
             or env_kwargs.get("video_dir") is not None):  # fmt: skip
-        return make_episode_vec(env_id, num_envs, **env_kwargs)
+        return make_episode_envs(env_id, num_envs, **env_kwargs)
     first = gym.make(env_id, **env_kwargs)
     renderers = first.unwrapped.look_renderers
     renderers.keep = max(renderers.keep, num_envs)  # a look for every env (robustness episodes each have one)
     others = [gym.make(env_id, splat_renderers=renderers, **env_kwargs) for _ in range(num_envs - 1)]
-    return SplatEpisodeVectorEnv([first, *others])
+    return SplatEpisodeEnvs([first, *others])
 
 
-class SplatEpisodeVectorEnv(EpisodeVectorEnv):
+class SplatEpisodeEnvs(EpisodeEnvs):
     """GSEnvs (splat rgb) that play one episode per reset, all images of a step in one render call.
 
     The envs defer their images for good (``defer_images``; their ``ActionChunk`` then leaves the
     chunk's observation without them); after each reset and step the envs just reset or stepped
     are rendered together, each under its episode's look, and ``render()`` of each env returns its
-    image. Envs sharing one ``LookRenderers`` (``make_gsenv_episode_vec``) share the splats and the
+    image. Envs sharing one ``LookRenderers`` (``make_gsenv_episode_envs``) share the splats and the
     cached backgrounds; any GSEnvs of one image size and backend work.
     """
 
@@ -80,7 +80,7 @@ class SplatEpisodeVectorEnv(EpisodeVectorEnv):
         self.simulators = [env.unwrapped for env in self.envs]
         for simulator in self.simulators:
             if getattr(simulator, "splat_renderer", None) is None or simulator.obs_mode != "rgb":
-                raise ValueError(f"SplatEpisodeVectorEnv needs GSEnvs with obs_mode='rgb' and renderer='gaussian', "
+                raise ValueError(f"SplatEpisodeEnvs needs GSEnvs with obs_mode='rgb' and renderer='gaussian', "
                                  f"got {simulator}")
             simulator.defer_images = True
 

@@ -58,7 +58,7 @@ def put_on_plate_variation(task: str, split: str, episode_id: int) -> str | None
 MANISKILL_FAMILY = EnvFamily(
     name="ManiSkill", tasks=maniskill_task, splits=maniskill_splits, instructions=maniskill_instructions,
     # one batched simulator on the GPU where torch sees CUDA, single envs otherwise
-    batched=True, make_episode_vec=deferred("vlarl_envs.maniskill.episode_vector:make_maniskill_episode_vec"),
+    batched=True, make_episode_envs=deferred("vlarl_envs.maniskill.episode_envs:make_maniskill_episode_envs"),
     expert=maniskill_expert, group=put_on_plate_variation,
     robot_type="panda", feature_names=PANDA_FEATURE_NAMES,
 )

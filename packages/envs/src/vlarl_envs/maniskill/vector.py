@@ -12,7 +12,7 @@ single envs, in the same autoreset mode.
   last observation and info sit in ``info["final_obs"]`` and ``info["final_info"]``.
 - ``DISABLED``: a finished sub-env is held. It earns nothing, keeps the observation its episode ended
   with and plays again after a reset (``options["reset_mask"]`` restarts some). The trainer's env workers
-  step it so, through ``vlarl_envs.maniskill.episode_vector``.
+  step it so, through ``vlarl_envs.maniskill.episode_envs``.
 
 Rewards are ``step_reward``'s and statistics ``episode_figures``'s, as the single env's wrappers compute
 them (``episode_len`` counts chunks, ``success_once`` the success of each chunk's last executed sub-step).

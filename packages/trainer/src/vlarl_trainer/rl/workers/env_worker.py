@@ -1,6 +1,6 @@
 """Env worker: ``pipeline_stage_num`` shards of environments, stepped on request.
 
-Each shard is the env family's ``EpisodeVectorEnv`` (``vlarl_envs.family_of(env_id).make_episode_vec``):
+Each shard is the env family's ``EpisodeEnvs`` (``vlarl_envs.family_of(env_id).make_episode_envs``):
 training rollouts run without autoreset, every env plays one episode per rollout epoch from an
 episode id the driver chooses, and an env whose episode ended is no longer stepped (its last
 observation is repeated and its later steps are masked out of the loss). An episode's statistics
@@ -44,7 +44,7 @@ class StageRecord:
 
 
 class EnvWorker(WorkerProcess):
-    """Holds ``stage_num`` episode vector envs of ``envs_per_stage`` envs each."""
+    """Holds ``stage_num`` episode envs of ``envs_per_stage`` envs each."""
 
     def __init__(
         self, env_id: str, env_kwargs: dict[str, Any], action_chunk: int, envs_per_stage: int, stage_num: int
@@ -53,7 +53,7 @@ class EnvWorker(WorkerProcess):
         from vlarl_envs import family_of
 
         family = family_of(env_id)
-        self.stages = [family.make_episode_vec(env_id, envs_per_stage, action_chunk=action_chunk, **env_kwargs)
+        self.stages = [family.make_episode_envs(env_id, envs_per_stage, action_chunk=action_chunk, **env_kwargs)
                        for _ in range(stage_num)]
         self.records: list[StageRecord | None] = [None] * stage_num
         self.instruction = ""

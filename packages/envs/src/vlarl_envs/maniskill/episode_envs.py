@@ -1,12 +1,12 @@
 """ManiSkill envs for RL rollouts: every sub-scene in one simulator, each playing one episode per reset.
 
-``make_maniskill_episode_vec`` is the ManiSkill family's ``make_episode_vec``, what the trainer's env
-workers step. With CUDA, ``ManiSkillEpisodeVectorEnv`` steps all of a worker's envs as one
+``make_maniskill_episode_envs`` is the ManiSkill family's ``make_episode_envs``, what the trainer's env
+workers step. With CUDA, ``ManiSkillEpisodeEnvs`` steps all of a worker's envs as one
 ``ManiSkillBatchedEnv`` on ``physx_cuda`` (one physics step and one camera render for the whole batch) in
 its ``DISABLED`` autoreset mode. Without CUDA (ManiSkill's CPU backend holds one env per simulator) it is
-the default ``EpisodeVectorEnv`` of single envs.
+the default ``EpisodeEnvs`` of single envs.
 
-``ManiSkillEpisodeVectorEnv`` returns what the ``EpisodeVectorEnv`` of the same single envs returns for
+``ManiSkillEpisodeEnvs`` returns what the ``EpisodeEnvs`` of the same single envs returns for
 the same reset options and actions: per-env reset options (episode id, split), no autoreset, envs whose
 episode ended hold their last observation and earn nothing, numpy batches, per-env infos, and each env's
 statistics as the contract's ``EpisodeStatistics`` counts them.
@@ -23,23 +23,23 @@ from gymnasium.vector import AutoresetMode
 from vlarl_envs.contract import validate_options
 from vlarl_envs.maniskill.backend import resolve_sim_backend
 from vlarl_envs.maniskill.vector import PER_ENV_OPTIONS, ManiSkillBatchedEnv
-from vlarl_envs.vector import idle_mask, make_episode_vec
+from vlarl_envs.vector import idle_mask, make_episode_envs
 
 
-def make_maniskill_episode_vec(env_id: str, num_envs: int, sim_backend: str = "auto", **env_kwargs: Any):
+def make_maniskill_episode_envs(env_id: str, num_envs: int, sim_backend: str = "auto", **env_kwargs: Any):
     """``num_envs`` envs of a ManiSkill id: one batched simulator on the GPU (``sim_backend="gpu"``, or
     "auto" where torch sees CUDA), else single envs on ManiSkill's CPU backend in this process
-    (``vlarl_envs.vector.make_episode_vec``)."""
+    (``vlarl_envs.vector.make_episode_envs``)."""
     from vlarl_envs.families import registered_kwargs
 
     if resolve_sim_backend(env_id, sim_backend, batched=True) == "cpu":
-        return make_episode_vec(env_id, num_envs, sim_backend="cpu", **env_kwargs)
-    return ManiSkillEpisodeVectorEnv(registered_kwargs(env_id)["task"], env_id, num_envs, sim_backend="gpu",
+        return make_episode_envs(env_id, num_envs, sim_backend="cpu", **env_kwargs)
+    return ManiSkillEpisodeEnvs(registered_kwargs(env_id)["task"], env_id, num_envs, sim_backend="gpu",
                                      **env_kwargs)
 
 
-class ManiSkillEpisodeVectorEnv:
-    """``EpisodeVectorEnv``'s interface over a ``ManiSkillBatchedEnv`` without autoreset.
+class ManiSkillEpisodeEnvs:
+    """The ``EpisodeEnvs`` interface over a ``ManiSkillBatchedEnv`` without autoreset.
 
     Args:
         task, env_id, num_envs: as ``ManiSkillBatchedEnv`` takes them.
@@ -55,7 +55,7 @@ class ManiSkillEpisodeVectorEnv:
     def reset(self, options: Sequence[dict[str, Any]], idle: Sequence[bool] | None = None
               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Start one episode per sub-scene, sub-scene ``i`` with ``options[i]`` (episode id, split); an
-        ``idle`` sub-scene starts done, as in ``EpisodeVectorEnv.reset``."""
+        ``idle`` sub-scene starts done, as in ``EpisodeEnvs.reset``."""
         if len(options) != self.num_envs:
             raise ValueError(f"expected reset options for each of {self.num_envs} envs, got {len(options)}")
         options = [validate_options(self.env_id, env_options) for env_options in options]

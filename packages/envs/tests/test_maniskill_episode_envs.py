@@ -1,5 +1,5 @@
-"""ManiSkill's episode vector env (one batched simulator, the trainer's env on a GPU) plays exactly what the
-EpisodeVectorEnv of single envs plays: checked on ManiSkill's CPU backend, which holds one sub-scene."""
+"""ManiSkill's episode envs (one batched simulator, the trainer's env on a GPU) plays exactly what the
+EpisodeEnvs of single envs plays: checked on ManiSkill's CPU backend, which holds one sub-scene."""
 
 import numpy as np
 import pytest
@@ -11,22 +11,22 @@ pytestmark = pytest.mark.sim
 require_simulator("mani_skill")
 
 import vlarl_envs  # noqa: F401  (registers the ids)
-from vlarl_envs.maniskill.episode_vector import ManiSkillEpisodeVectorEnv, make_maniskill_episode_vec
-from vlarl_envs.vector import EpisodeVectorEnv, make_episode_vec
+from vlarl_envs.maniskill.episode_envs import ManiSkillEpisodeEnvs, make_maniskill_episode_envs
+from vlarl_envs.vector import EpisodeEnvs, make_episode_envs
 
 PUT_ON_PLATE = "vlarl/ManiSkill-PutOnPlate-v0"
 KWARGS = {"image_size": 32, "horizon": 7, "action_chunk": 3, "reward_mode": "shaped"}
 
 
 def batched(**kwargs):
-    return ManiSkillEpisodeVectorEnv("PutOnPlate", PUT_ON_PLATE, 1, sim_backend="cpu", **{**KWARGS, **kwargs})
+    return ManiSkillEpisodeEnvs("PutOnPlate", PUT_ON_PLATE, 1, sim_backend="cpu", **{**KWARGS, **kwargs})
 
 
 @pytest.mark.parametrize("options", [{"episode_id": 3, "split": "train"}, {"episode_id": 3, "split": "vision"}])
 def test_it_plays_what_single_envs_play_up_to_an_episode_that_ends_inside_a_chunk(options):
     """A horizon of 7 in chunks of 3 ends the episode at the first sub-step of the third chunk; a fourth
     chunk finds the env done and changes nothing."""
-    one, reference = batched(), make_episode_vec(PUT_ON_PLATE, 1, **KWARGS)
+    one, reference = batched(), make_episode_envs(PUT_ON_PLATE, 1, **KWARGS)
     first, info = one.reset([options])
     expected, expected_info = reference.reset([options])
     assert (
@@ -53,7 +53,7 @@ def test_it_plays_what_single_envs_play_up_to_an_episode_that_ends_inside_a_chun
 
 
 def test_episode_statistics_of_an_unfinished_episode_and_bad_actions():
-    one, reference = batched(), make_episode_vec(PUT_ON_PLATE, 1, **KWARGS)
+    one, reference = batched(), make_episode_envs(PUT_ON_PLATE, 1, **KWARGS)
     for vec in (one, reference):
         vec.reset([{"episode_id": 11}])
         vec.step(np.zeros((1, 3, 7), np.float32))
@@ -76,9 +76,9 @@ def test_without_cuda_the_family_steps_single_envs():
 
     if torch.cuda.is_available():
         pytest.skip("the family batches on the GPU where CUDA is present")
-    for make in (family_of(PUT_ON_PLATE).make_episode_vec, make_maniskill_episode_vec):
+    for make in (family_of(PUT_ON_PLATE).make_episode_envs, make_maniskill_episode_envs):
         vec = make(PUT_ON_PLATE, 1, obs_mode="state")
-        assert isinstance(vec, EpisodeVectorEnv)
+        assert isinstance(vec, EpisodeEnvs)
         vec.close()
 
 
@@ -112,8 +112,8 @@ def test_on_a_gpu_eight_sub_scenes_play_the_expert_and_stop_at_their_ends():
 
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    vec = make_maniskill_episode_vec(PUT_ON_PLATE, 8, image_size=64)
-    assert isinstance(vec, ManiSkillEpisodeVectorEnv)
+    vec = make_maniskill_episode_envs(PUT_ON_PLATE, 8, image_size=64)
+    assert isinstance(vec, ManiSkillEpisodeEnvs)
     batch, _ = vec.reset([{"episode_id": episode, "split": "train"} for episode in range(8)])
     experts = [put_on_plate_expert() for _ in range(8)]
     done = np.zeros(8, bool)

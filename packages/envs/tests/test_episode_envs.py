@@ -1,17 +1,17 @@
-"""EpisodeVectorEnv: per-env reset options, no autoreset, an ended episode is no longer stepped,
+"""EpisodeEnvs: per-env reset options, no autoreset, an ended episode is no longer stepped,
 statistics from each env's own info["episode"]."""
 
 import numpy as np
 import pytest
 
-from vlarl_envs.vector import EpisodeVectorEnv, stack_observations
+from vlarl_envs.vector import EpisodeEnvs, stack_observations
 from vlarl_envs.wrappers import ActionChunk, EpisodeStatistics, RewardMode
 
 
 def test_each_env_plays_one_episode_and_stops(counter_env):
     envs = [EpisodeStatistics(ActionChunk(RewardMode(counter_env(horizon=horizon, success_from=99), "dense"), 2))
             for horizon in (3, 6)]
-    vec = EpisodeVectorEnv(envs)
+    vec = EpisodeEnvs(envs)
     batch, infos = vec.reset([{}, {}])
     assert batch["states"].shape == (2, 1) and batch["task_description"] == ["count up", "count up"]
     actions = np.zeros((2, 2, 2), np.float32)
@@ -28,7 +28,7 @@ def test_each_env_plays_one_episode_and_stops(counter_env):
 
 
 def test_an_episode_still_running_reports_its_statistics_so_far(counter_env):
-    vec = EpisodeVectorEnv([EpisodeStatistics(RewardMode(counter_env(horizon=50), "dense"))])
+    vec = EpisodeEnvs([EpisodeStatistics(RewardMode(counter_env(horizon=50), "dense"))])
     vec.reset([{}])
     vec.step(np.zeros((1, 2), np.float32))
     assert vec.episode_statistics() == [{"success_once": False, "success_at_end": False, "return": 1.0,
@@ -39,7 +39,7 @@ def test_an_episode_still_running_reports_its_statistics_so_far(counter_env):
 
 def test_an_idle_env_resets_but_plays_nothing(counter_env):
     envs = [EpisodeStatistics(RewardMode(counter_env(horizon=3), "dense")) for _ in range(2)]
-    vec = EpisodeVectorEnv(envs)
+    vec = EpisodeEnvs(envs)
     batch, _ = vec.reset([{}, {}], idle=[False, True])
     assert batch["states"].shape == (2, 1)
     _, rewards, done, infos = vec.step(np.zeros((2, 2), np.float32))

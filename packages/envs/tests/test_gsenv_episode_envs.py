@@ -1,4 +1,4 @@
-"""GSEnv in RL rollouts: a chunk renders once, and the family's episode vector env renders all its
+"""GSEnv in RL rollouts: a chunk renders once, and the family's episode envs render all its
 envs' images of a step in one rasterizer call yet returns what the default per-env one returns."""
 
 import gymnasium as gym
@@ -11,8 +11,8 @@ require_simulator("mani_skill")
 
 import vlarl_envs
 from vlarl_envs.gsenv import GSENV_ID
-from vlarl_envs.gsenv.vector import SplatEpisodeVectorEnv
-from vlarl_envs.vector import EpisodeVectorEnv
+from vlarl_envs.gsenv.vector import SplatEpisodeEnvs
+from vlarl_envs.vector import EpisodeEnvs
 
 pytestmark = pytest.mark.sim
 TINY = (48, 64)
@@ -67,7 +67,7 @@ def test_a_chunk_renders_only_its_last_observation_and_matches_single_steps(rend
 
 def make_envs(horizons, shared: bool):
     """GSEnvs of the given horizons (dense reward, chunks of 2); with ``shared`` the others share the
-    first's splat renderers, as ``make_gsenv_episode_vec`` builds them."""
+    first's splat renderers, as ``make_gsenv_episode_envs`` builds them."""
     kwargs = dict(image_size=TINY, action_chunk=2, reward_mode="dense", render_mode="rgb_array")
     first = gym.make(GSENV_ID, horizon=horizons[0], **kwargs)
     renderers = first.unwrapped.look_renderers if shared else None
@@ -88,10 +88,10 @@ def assert_same_batch(got: dict, expected: dict) -> None:
 
 def test_the_episode_vec_renders_each_step_in_one_call_and_matches_single_envs():
     """Train and robustness episodes (camera, appearance, background looks), one env ending early:
-    the same observations, rewards, dones, infos and statistics as the per-env EpisodeVectorEnv."""
+    the same observations, rewards, dones, infos and statistics as the per-env EpisodeEnvs."""
     horizons = [2, 5, 5, 5]
-    default = EpisodeVectorEnv(make_envs(horizons, shared=False))
-    batched = SplatEpisodeVectorEnv(make_envs(horizons, shared=True))
+    default = EpisodeEnvs(make_envs(horizons, shared=False))
+    batched = SplatEpisodeEnvs(make_envs(horizons, shared=True))
     rasterizer = batched.simulators[0].splat_renderer.rasterizer
     assert all(simulator.look_renderers is batched.simulators[0].look_renderers for simulator in batched.simulators)
     options = [{"split": "train", "episode_id": 3}] + [{"split": "robustness", "episode_id": k} for k in (0, 1, 2)]
@@ -123,8 +123,8 @@ def test_the_episode_vec_renders_each_step_in_one_call_and_matches_single_envs()
 
 def test_the_family_builds_the_batched_vec_for_splat_images_only():
     family = vlarl_envs.family_of(GSENV_ID)
-    vec = family.make_episode_vec(GSENV_ID, 2, image_size=TINY, action_chunk=2)
-    assert isinstance(vec, SplatEpisodeVectorEnv)
+    vec = family.make_episode_envs(GSENV_ID, 2, image_size=TINY, action_chunk=2)
+    assert isinstance(vec, SplatEpisodeEnvs)
     first, second = (env.unwrapped for env in vec.envs)
     assert second.look_renderers is first.look_renderers and first.look_renderers.keep >= 2
     batch, _ = vec.reset([{"episode_id": 0}, {"episode_id": 1}])
@@ -132,6 +132,6 @@ def test_the_family_builds_the_batched_vec_for_splat_images_only():
     with pytest.raises(ValueError, match="splat_renderers render 48x64 images, this env's image_size is 32x32"):
         gym.make(GSENV_ID, image_size=32, splat_renderers=first.look_renderers)
     vec.close()
-    states = family.make_episode_vec(GSENV_ID, 2, obs_mode="state")
-    assert type(states) is EpisodeVectorEnv
+    states = family.make_episode_envs(GSENV_ID, 2, obs_mode="state")
+    assert type(states) is EpisodeEnvs
     states.close()
