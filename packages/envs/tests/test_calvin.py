@@ -152,10 +152,14 @@ def test_building_a_simulator_prints_nothing(capfd):
 @pytest.mark.slow
 def test_envs_in_one_process_render_alike_and_outlive_each_other():
     """pybullet calls that name no client go to the process's first; the second env's robot still has its
-    pedestal (the same frame as the first env's) and still loads once the first env is closed."""
-    first, second = (gym.make(D, image_size=32, tasks=["open_drawer"]) for _ in range(2))
-    frames = [env.reset(options={"episode_id": 2})[0]["main_images"] for env in (first, second)]
+    pedestal (the same frame as the first env's) and still loads once the first env is closed. The second
+    renders no gripper camera (``wrist_camera=False``) and the same static frames."""
+    first, second = (gym.make(D, image_size=32, tasks=["open_drawer"], wrist_camera=wrist) for wrist in (True, False))
+    observations = [env.reset(options={"episode_id": 2})[0] for env in (first, second)]
+    frames = [observation["main_images"] for observation in observations]
     np.testing.assert_array_equal(*frames)
+    assert "wrist_images" in observations[0] and "wrist_images" not in observations[1]
+    assert "wrist_images" not in second.observation_space.spaces
     first.close()
     again, _ = second.reset(options={"episode_id": 2})
     np.testing.assert_array_equal(again["main_images"], frames[0])

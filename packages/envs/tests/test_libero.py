@@ -178,6 +178,33 @@ def test_images_are_upright_and_rotated_as_libero_datasets():
     env.close()
 
 
+def test_without_the_wrist_camera_the_main_images_stay_and_no_hand_frame_is_rendered(monkeypatch):
+    """``wrist_camera=False``, for a policy that reads only ``main_images``: the same main frames and states,
+    no ``wrist_images`` in observations or space, and no render of the eye-in-hand camera."""
+    import vlarl_envs.libero.env as libero_env
+
+    task = [family_of(SPATIAL).tasks(SPATIAL)[0]]
+    both, main_only = (gym.make(SPATIAL, image_size=32, tasks=task, wrist_camera=wrist) for wrist in (True, False))
+    assert "wrist_images" in both.observation_space.spaces
+    assert "wrist_images" not in main_only.observation_space.spaces
+    actions = np.random.default_rng(1).uniform(-1, 1, (2, 7)).astype(np.float32)
+    expected = [both.reset(options={"episode_id": 2, "split": "test"})[0]]
+    expected += [both.step(action)[0] for action in actions]
+    rendered = []
+    real_render = libero_env.render_camera
+    monkeypatch.setattr(libero_env, "render_camera", lambda sim, camera, *size: rendered.append(camera)
+                        or real_render(sim, camera, *size))
+    observations = [main_only.reset(options={"episode_id": 2, "split": "test"})[0]]
+    observations += [main_only.step(action)[0] for action in actions]
+    for observation, full in zip(observations, expected):
+        assert observation.keys() == full.keys() - {"wrist_images"}
+        np.testing.assert_array_equal(observation["main_images"], full["main_images"])
+        np.testing.assert_array_equal(observation["states"], full["states"])
+    assert rendered and set(rendered) == {"agentview"}
+    both.close()
+    main_only.close()
+
+
 @pytest.mark.slow
 def test_success_is_libero_predicate_and_ends_the_episode():
     """Setting the bowl on the plate satisfies the task's bddl goal: success, reward 1, terminated."""

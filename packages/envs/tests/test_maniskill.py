@@ -100,6 +100,8 @@ def test_bad_input_names_maniskill_tasks_splits_and_controllers(state_env):
         make_maniskill_env(task="OpenCabinetDrawer")
     with pytest.raises(ValueError, match="unknown control_mode 'pd_ee_pose'"):
         gym.make(PICK_CUBE, control_mode="pd_ee_pose")
+    with pytest.raises(ValueError, match="wrist_camera=False is not supported: ManiSkill renders the hand camera"):
+        gym.make(PICK_CUBE, wrist_camera=False)
 
 
 def test_end_effector_actions_move_the_tcp(state_env):

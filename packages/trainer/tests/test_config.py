@@ -137,14 +137,23 @@ def test_rlinfs_libero_recipes_validate(recipe):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("recipe", ["libero_spatial_ppo_openpi_tiny", "libero_spatial_grpo_openpi_tiny"])
-def test_libero_cpu_recipes_validate_with_both_cameras_and_40_episodes_a_step(recipe):
+def test_libero_cpu_recipes_validate_with_the_front_camera_and_40_episodes_a_step(recipe):
+    """The tiny policies read the front camera alone, so the recipes render no eye-in-hand frame; a policy
+    that reads it is refused there, naming the setting."""
     from vlarl_envs.testing import require_simulator
 
     require_simulator("libero")
     config = load_config([f"recipe={recipe}"])
     layout = validate(config)
     assert (layout.action_dim, layout.state_dim) == (7, 8) and config.policy.preset == "tiny"
-    assert {"main_images", "wrist_images"} <= set(layout.observation_space.spaces)
+    assert "main_images" in layout.observation_space.spaces
+    assert "wrist_images" not in layout.observation_space.spaces
+    with pytest.raises(ValueError, match=r"reads \['main_images', 'wrist_images'\], but env.kwargs.wrist_camera=false "
+                                         r".*: set env.kwargs.wrist_camera=true"):
+        validate(load_config([f"recipe={recipe}", "policy.kwargs.camera_keys=[main_images, wrist_images]"]))
+    both = validate(load_config([f"recipe={recipe}", "policy.kwargs.camera_keys=[main_images, wrist_images]",
+                                 "env.kwargs.wrist_camera=true"]))
+    assert "wrist_images" in both.observation_space.spaces
     assert config.env.num_envs * config.rollout.rollout_epoch == 40
     assert layout.env_workers == 2 and layout.chunk_steps == config.env.max_steps // config.env.action_chunk
     if config.algorithm.name == "ppo":  # one env per task: each builds its simulator once

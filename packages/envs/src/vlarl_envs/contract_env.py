@@ -13,7 +13,7 @@ A family implements:
 - ``_step_simulator(action)``: advance it by one validated action; the reward and the step's info, whose
   ``success`` the base terminates on;
 - ``_observe()``: ``states``, ``task_description`` and ``privileged_state`` of the current state;
-- ``_render_images()``: the current state's ``main_images`` (and ``wrist_images`` where there is a hand camera);
+- ``_render_images()``: the current state's ``main_images`` (and ``wrist_images`` where ``renders_wrist``);
 
 and sets ``tasks`` and ``splits`` before calling ``ContractEnv.__init__``, which checks ``split`` against them. It
 may override ``check_split``, ``_draw_episode_id``, ``_terminated``, ``_render_main_image`` and
@@ -61,6 +61,7 @@ class ContractEnv(gym.Env, abc.ABC):
         terminate_on_success: bool = True,
         split: str = "train",
         render_mode: str | None = None,
+        wrist_camera: bool = True,
     ) -> None:
         """
         Args:
@@ -71,6 +72,8 @@ class ContractEnv(gym.Env, abc.ABC):
             terminate_on_success: end the episode on the first success step.
             split: default split for resets without ``options["split"]``.
             render_mode: None or "rgb_array" (``render()`` returns the main camera image).
+            wrist_camera: render ``wrist_images`` where the family has a hand camera; False leaves them out of
+                observations and space, so a policy that reads ``main_images`` alone costs no hand-camera frame.
         """
         if not self.tasks:
             raise ValueError(f"{env_id}: expected at least one task, got none")
@@ -85,6 +88,7 @@ class ContractEnv(gym.Env, abc.ABC):
         self.horizon = int(horizon)
         self.terminate_on_success = terminate_on_success
         self.render_mode = render_mode
+        self.wrist_camera = bool(wrist_camera)
         self.split = self.check_split(split)
         self.defer_images = False
         """While true, ``reset`` and ``step`` leave the images out; ``complete_observation`` adds them
@@ -97,13 +101,15 @@ class ContractEnv(gym.Env, abc.ABC):
         self._last_image: np.ndarray | None = None
 
     def _declare_spaces(self, action_dim: int, state_low: np.ndarray, state_high: np.ndarray,
-                        privileged_state: int | spaces.Box, wrist_camera: bool = False) -> None:
-        """The contract's spaces: normalized ``action_dim`` actions, ``states`` within the bounds and
-        ``privileged_state`` (a Box, or its dimension for an unbounded one)."""
+                        privileged_state: int | spaces.Box, hand_camera: bool = False) -> None:
+        """The contract's spaces: normalized ``action_dim`` actions, ``states`` within the bounds,
+        ``privileged_state`` (a Box, or its dimension for an unbounded one) and ``wrist_images`` where the
+        family has a ``hand_camera`` and ``wrist_camera`` asks for it (``renders_wrist``)."""
+        self.renders_wrist = hand_camera and self.wrist_camera
         if isinstance(privileged_state, int):
             privileged_state = spaces.Box(-np.inf, np.inf, (privileged_state,), np.float32)
         self.observation_space = observation_space(self.obs_mode, self.image_size, state_low, state_high,
-                                                   wrist_camera=wrist_camera,
+                                                   wrist_camera=self.renders_wrist,
                                                    extra={"privileged_state": privileged_state})
         self.action_space = spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
 

@@ -118,8 +118,8 @@ class CalvinEnv(ContractEnv):
             max_simulators: how many scenes' simulators the env keeps built (about 90 MB each); an episode
                 in another scene closes the one used longest ago and builds its own (about 0.5 s). None
                 keeps every scene's. An episode plays the same in a kept simulator as in a new one.
-            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split and render_mode (the static
-                camera's image).
+            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split, render_mode (the static
+                camera's image) and wrist_camera (the gripper camera's).
         """
         if not scenes:
             raise ValueError(f"{env_id}: expected at least one scene, got {scenes!r}")
@@ -135,7 +135,7 @@ class CalvinEnv(ContractEnv):
         privileged_low = np.concatenate([STATE_LOW, SCENE_LOW, FIXTURES_LOW])
         privileged_high = np.concatenate([STATE_HIGH, SCENE_HIGH, FIXTURES_HIGH])
         privileged = spaces.Box(privileged_low.astype(np.float32), privileged_high.astype(np.float32), dtype=np.float32)
-        self._declare_spaces(7, STATE_LOW, STATE_HIGH, privileged, wrist_camera=True)
+        self._declare_spaces(7, STATE_LOW, STATE_HIGH, privileged, hand_camera=True)
         self._simulators: dict[str, Any] = {}
         self._scene: str | None = None
         self._task: str | None = None
@@ -268,7 +268,7 @@ class CalvinEnv(ContractEnv):
         return {"states": robot, "task_description": self._instruction, "privileged_state": privileged}
 
     def _render_images(self) -> dict[str, np.ndarray]:
-        return render_cameras(self.simulator)
+        return render_cameras(self.simulator, wrist=self.renders_wrist)
 
     def close(self):
         for simulator in self._simulators.values():

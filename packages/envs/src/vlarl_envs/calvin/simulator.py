@@ -350,9 +350,9 @@ def robot_state(simulator: Any) -> np.ndarray:
     return simulator.robot.get_observation()[0].astype(np.float32)
 
 
-def render_cameras(simulator: Any) -> dict[str, np.ndarray]:
-    """The static camera as ``main_images`` and the gripper camera as ``wrist_images``, uint8 (H, W, 3),
-    upright as pybullet renders them."""
+def render_cameras(simulator: Any, wrist: bool = True) -> dict[str, np.ndarray]:
+    """The static camera as ``main_images`` and, with ``wrist``, the gripper camera as ``wrist_images``, uint8
+    (H, W, 3), upright as pybullet renders them."""
     cameras = by_name(simulator.cameras)
-    return {key: np.ascontiguousarray(cameras[name].render()[0], dtype=np.uint8)
-            for key, name in (("main_images", "static"), ("wrist_images", "gripper"))}
+    keys = (("main_images", "static"), ("wrist_images", "gripper")) if wrist else (("main_images", "static"),)
+    return {key: np.ascontiguousarray(cameras[name].render()[0], dtype=np.uint8) for key, name in keys}

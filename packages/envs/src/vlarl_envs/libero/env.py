@@ -106,7 +106,7 @@ class LiberoEnv(ContractEnv):
             settle_steps: zero-motion steps after every reset, before the first observation.
             train_shift: half-width in metres of the uniform x and y shift of every movable
                 object in ``train`` episodes.
-            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split and render_mode.
+            **settings: ``ContractEnv``'s obs_mode, terminate_on_success, split, render_mode and wrist_camera.
         """
         self.tasks = {task.name: task for task in tasks}
         self.split_tasks = {"train": self.tasks, "test": self.tasks}
@@ -125,7 +125,7 @@ class LiberoEnv(ContractEnv):
         self.fast_render = fast_render
         self.settle_steps = int(settle_steps)
         self.train_shift = float(train_shift)
-        self._declare_spaces(7, STATE_LOW, STATE_HIGH, PRIVILEGED_STATE_DIM, wrist_camera=True)
+        self._declare_spaces(7, STATE_LOW, STATE_HIGH, PRIVILEGED_STATE_DIM, hand_camera=True)
         self._simulator: Any = None
         self._simulator_bddl: Path | None = None
         self._read_privileged_state: PrivilegedStateReader | None = None
@@ -215,8 +215,10 @@ class LiberoEnv(ContractEnv):
     def _render_images(self) -> dict[str, np.ndarray]:
         height, width = self.image_size
         sim = self._simulator.sim
-        return {"main_images": render_camera(sim, MAIN_CAMERA, height, width),
-                "wrist_images": render_camera(sim, WRIST_CAMERA, height, width)}
+        images = {"main_images": render_camera(sim, MAIN_CAMERA, height, width)}
+        if self.renders_wrist:
+            images["wrist_images"] = render_camera(sim, WRIST_CAMERA, height, width)
+        return images
 
     def _render_main_image(self) -> np.ndarray:
         return render_camera(self._simulator.sim, MAIN_CAMERA, *self.image_size)

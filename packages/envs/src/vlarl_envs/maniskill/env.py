@@ -116,13 +116,16 @@ class ManiSkillEnv(ContractEnv):
             sim_backend: "auto" or "cpu" (ManiSkill's CPU physics), or "gpu" to simulate this one env
                 on ManiSkill's GPU backend; "auto" is the CPU, where one scene runs faster.
             **settings: ``ContractEnv``'s terminate_on_success and render_mode (the main camera image in rgb
-                mode, ManiSkill's render camera at ``image_size`` in state mode).
+                mode, ManiSkill's render camera at ``image_size`` in state mode); ``wrist_camera`` only True.
         """
         self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon)
         self.tasks = (self.setup.task.name,)
         self.splits = self.setup.episodes.splits
         super().__init__(env_id, image_size=image_size, horizon=self.setup.horizon, obs_mode=obs_mode, split=split,
                          **settings)
+        if not self.wrist_camera and self.setup.task.wrist_camera is not None:
+            raise ValueError(f"{env_id}: wrist_camera=False is not supported: ManiSkill renders the hand camera of "
+                             f"its {self.setup.task.robot_uids!r} robot with every observation")
         render_size = image_size if self.render_mode == "rgb_array" and obs_mode == "state" else None
         self.simulator = build_simulator(
             self.setup.task, obs_mode, image_size, control_mode,

@@ -83,6 +83,30 @@ def check_policy(config: VlarlConfig, estimate_only: bool = False) -> None:
         check_policy_settings(config)
 
 
+def policy_cameras(config: VlarlConfig) -> tuple[str, ...] | None:
+    """The images the run's policy reads (``camera_keys``): its preset's with ``policy.kwargs``, or its saved
+    config.json's; None for a published layout without config.json, whose loader decides."""
+    if config.policy.pretrained is not None:
+        settings = pretrained_settings(config)
+        return None if settings is None else tuple(settings[1].get("camera_keys") or ()) or None
+    from vlarl_policies.registry import preset_config
+
+    _, policy_config = preset_config(config.policy.name, config.policy.preset,
+                                     **{**config.policy.kwargs, "action_chunk": config.env.action_chunk})
+    return tuple(policy_config.camera_keys)
+
+
+def check_cameras(config: VlarlConfig) -> None:
+    """A policy that reads ``wrist_images`` (a camera it would otherwise see black and masked, as it sees an env
+    without one) is not run on an env made with ``wrist_camera=False``."""
+    if config.env.kwargs.get("wrist_camera", True) or config.env.kwargs.get("obs_mode", "rgb") != "rgb":
+        return
+    cameras = policy_cameras(config)
+    require(cameras is None or "wrist_images" not in cameras,
+            f"the policy reads {list(cameras or ())}, but env.kwargs.wrist_camera=false leaves wrist_images out of "
+            f"{config.env.id}'s observations: set env.kwargs.wrist_camera=true")
+
+
 def check_pretrained_exists(config: VlarlConfig) -> None:
     """A ``policy.pretrained`` that names no directory stops a run before Ray starts. Not part of ``validate``:
     the main job validates its RL stage before SFT has written the checkpoint it will start from."""
@@ -240,6 +264,7 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
     check_cluster_limits(config)
     placement = parse_component_placement(config.cluster.component_placement, placement_devices(config))
     check_policy(config, estimate_only)
+    check_cameras(config)
     probe = check_env(config)
     action_shape = probe.action_space.shape
     observation_space = probe.observation_space
