@@ -43,7 +43,7 @@ def plain_loop(config, policy_path: str, options: list[list[dict]]) -> dict[str,
     """Every round of reset options played by one episode env and the policy in this process."""
     policy = vlarl_policies.from_pretrained(policy_path).eval()
     env = family_of(config.env.id).make_episode_envs(config.env.id, config.env.num_envs,
-                                                    action_chunk=config.env.action_chunk, **config.env.kwargs)
+                                                     action_chunk=config.env.action_chunk, **config.env.kwargs)
     generator = torch.Generator().manual_seed(config.runner.seed)
     env_seconds = policy_seconds = 0.0
     steps = 0

@@ -80,7 +80,7 @@ def main() -> None:
     if unknown:
         parser.error(f"{policy.config.type} samples with {list(fields)}; {unknown} are not among them")
     vec = family_of(args.env_id).make_episode_envs(args.env_id, args.num_envs, action_chunk=args.action_chunk,
-                                                  **args.env_kwargs)
+                                                   **args.env_kwargs)
     options = [{"episode_id": episode, "split": args.split}
                for episode in range(args.first, args.first + args.episodes)]
     saved = policy.config

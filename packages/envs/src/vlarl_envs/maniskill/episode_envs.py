@@ -35,7 +35,7 @@ def make_maniskill_episode_envs(env_id: str, num_envs: int, sim_backend: str = "
     if resolve_sim_backend(env_id, sim_backend, batched=True) == "cpu":
         return make_episode_envs(env_id, num_envs, sim_backend="cpu", **env_kwargs)
     return ManiSkillEpisodeEnvs(registered_kwargs(env_id)["task"], env_id, num_envs, sim_backend="gpu",
-                                     **env_kwargs)
+                                **env_kwargs)
 
 
 class ManiSkillEpisodeEnvs:
