@@ -229,7 +229,9 @@ def test_a_chunk_renders_only_its_last_observation_and_matches_single_steps(monk
     single = gym.make(D, image_size=32, tasks=["open_drawer"])
     renders = []
     render = calvin_env_module.render_cameras
-    monkeypatch.setattr(calvin_env_module, "render_cameras", lambda simulator: renders.append(1) or render(simulator))
+    monkeypatch.setattr(
+        calvin_env_module, "render_cameras", lambda simulator, **kw: renders.append(1) or render(simulator, **kw)
+    )
     actions = np.random.default_rng(0).uniform(-1, 1, (2, 3, 7)).astype(np.float32)
     chunked.reset(options={"episode_id": 5})
     single.reset(options={"episode_id": 5})
@@ -250,7 +252,9 @@ def test_a_chain_renders_only_the_observations_its_policy_sees(monkeypatch):
 
     renders = []
     render = calvin_env_module.render_cameras
-    monkeypatch.setattr(calvin_env_module, "render_cameras", lambda simulator: renders.append(1) or render(simulator))
+    monkeypatch.setattr(
+        calvin_env_module, "render_cameras", lambda simulator, **kw: renders.append(1) or render(simulator, **kw)
+    )
     chunks = np.random.default_rng(1).uniform(-1, 1, (4, 3, 7)).astype(np.float32)
     seen = []
 
