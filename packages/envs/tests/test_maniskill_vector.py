@@ -138,6 +138,9 @@ def test_disabled_autoreset_holds_a_finished_env_until_the_reset_mask_restarts_i
 def test_bad_autoreset_modes_and_reset_masks(batched_cpu):
     with pytest.raises(ValueError, match=r"autoreset_mode must be one of \['SameStep', 'Disabled'\], got 'NextStep'"):
         ManiSkillBatchedEnv("PickCube", PICK_CUBE, 1, sim_backend="cpu", autoreset_mode="NextStep")
+    with pytest.raises(ValueError, match="ManiSkill-PickCube-v1: wrist_camera=False is not supported: ManiSkill "
+                                         "renders the hand camera of its 'panda_wristcam' robot"):
+        ManiSkillBatchedEnv("PickCube", PICK_CUBE, 1, sim_backend="cpu", wrist_camera=False)
     with pytest.raises(ValueError, match="'idle' needs autoreset_mode DISABLED, got SameStep"):
         batched_cpu.reset(options={"idle": np.array([True])})
     with pytest.raises(ValueError, match="reset_mask restarts no sub-env"):

@@ -61,9 +61,15 @@ class TaskSetup:
 
     @classmethod
     def create(
-        cls, env_id: str, task: str, obs_mode: str, control_mode: str, split: str, horizon: int | None
+        cls, env_id: str, task: str, obs_mode: str, control_mode: str, split: str, horizon: int | None,
+        wrist_camera: bool = True,
     ) -> TaskSetup:
+        """Raises ValueError on a bad argument; ``wrist_camera=False`` among them for a task whose robot has a
+        hand camera, which ManiSkill renders with every observation."""
         spec = MANISKILL_TASKS[validate_choice(env_id, "ManiSkill task", task, MANISKILL_TASKS)]
+        if not wrist_camera and spec.wrist_camera is not None:
+            raise ValueError(f"{env_id}: wrist_camera=False is not supported: ManiSkill renders the hand camera of "
+                             f"its {spec.robot_uids!r} robot with every observation")
         check_obs_mode(obs_mode)
         validate_choice(env_id, "control_mode", control_mode, CONTROL_MODES)
         if spec.maniskill_id is None:
@@ -118,14 +124,12 @@ class ManiSkillEnv(ContractEnv):
             **settings: ``ContractEnv``'s terminate_on_success and render_mode (the main camera image in rgb
                 mode, ManiSkill's render camera at ``image_size`` in state mode); ``wrist_camera`` only True.
         """
-        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon)
+        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon,
+                                      settings.get("wrist_camera", True))
         self.tasks = (self.setup.task.name,)
         self.splits = self.setup.episodes.splits
         super().__init__(env_id, image_size=image_size, horizon=self.setup.horizon, obs_mode=obs_mode, split=split,
                          **settings)
-        if not self.wrist_camera and self.setup.task.wrist_camera is not None:
-            raise ValueError(f"{env_id}: wrist_camera=False is not supported: ManiSkill renders the hand camera of "
-                             f"its {self.setup.task.robot_uids!r} robot with every observation")
         render_size = image_size if self.render_mode == "rgb_array" and obs_mode == "state" else None
         self.simulator = build_simulator(
             self.setup.task, obs_mode, image_size, control_mode,

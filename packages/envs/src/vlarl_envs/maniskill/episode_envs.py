@@ -22,7 +22,7 @@ from gymnasium.vector import AutoresetMode
 
 from vlarl_envs.contract import validate_options
 from vlarl_envs.maniskill.backend import resolve_sim_backend
-from vlarl_envs.maniskill.vector import PER_ENV_OPTIONS, ManiSkillBatchedEnv
+from vlarl_envs.maniskill.vector import PER_ENV_OPTIONS, ManiSkillBatchedEnv, per_env_figures
 from vlarl_envs.vector import idle_mask, make_episode_envs
 
 
@@ -73,7 +73,7 @@ class ManiSkillEpisodeEnvs:
         ended = _numpy(terminated | truncated)
         success = _numpy(info["success"])
         chunks = {key: _numpy(info[key]) for key in ("chunk_rewards", "chunk_dones", "chunk_steps") if key in info}
-        statistics = self.env.episode_statistics() if ended.any() else None
+        statistics = per_env_figures(info["episode"]) if "episode" in info else None
         infos: list[dict[str, Any]] = []
         for env in range(self.num_envs):
             if not running[env]:

@@ -98,6 +98,8 @@ class ManiSkillBatchedEnv(VectorEnv):
         seed: seeds the draws of episodes that no option names.
         autoreset_mode: ``AutoresetMode.SAME_STEP`` or ``AutoresetMode.DISABLED`` (or their values,
             "SameStep" and "Disabled").
+        wrist_camera: only True, as for the single env (ManiSkill renders the hand camera with every
+            observation); False raises ValueError.
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class ManiSkillBatchedEnv(VectorEnv):
         sim_backend: str = "auto",
         seed: int | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        wrist_camera: bool = True,
     ) -> None:
         import torch
 
@@ -126,7 +129,7 @@ class ManiSkillBatchedEnv(VectorEnv):
         self.autoreset_mode = _autoreset_mode(env_id, autoreset_mode)
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         self.env_id = env_id
-        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon)
+        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon, wrist_camera)
         self.num_envs = num_envs
         self.obs_mode = obs_mode
         self.reward_mode = resolve_reward_mode(reward_mode)
@@ -245,8 +248,7 @@ class ManiSkillBatchedEnv(VectorEnv):
 
     def episode_statistics(self) -> list[dict[str, Any]]:
         """Each sub-env's ``info["episode"]`` figures as Python values, for its episode so far (finished or not)."""
-        figures = {key: value.tolist() for key, value in self._figures().items()}
-        return [{key: values[env] for key, values in figures.items()} for env in range(self.num_envs)]
+        return per_env_figures(self._figures())
 
     def close_extras(self, **kwargs):
         self.simulator.close()
@@ -365,3 +367,9 @@ def _merge_rows(mask, observation: dict[str, Any], previous: dict[str, Any] | No
         shape = (-1,) + (1,) * (value.dim() - 1)
         merged[key] = torch.where(mask.reshape(shape), value, previous[key])
     return merged
+
+
+def per_env_figures(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """Batched ``info["episode"]`` figures (a tensor per key) as one dict of Python values per sub-env."""
+    columns = {key: value.tolist() for key, value in figures.items()}
+    return [dict(zip(columns, row)) for row in zip(*columns.values())]
