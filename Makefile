@@ -36,8 +36,9 @@ lint:
 	$(UV) run --locked ruff check .
 
 # Every test but the GPU and learning ones, simulator tests included, in TEST_WORKERS processes (pytest-xdist;
-# the tests that start Ray, marked xdist_group("ray"), run one after another in one of them); the 25
-# slowest are listed at the end. TEST_WORKERS=0 runs them in this process.
+# the tests that start Ray run in two groups, each one after another in one process with its Ray:
+# xdist_group("ray_reference"), the trainer runs that compare with the session's reference run, and
+# xdist_group("ray"), the others); the 25 slowest are listed at the end. TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
 test:
 	$(UV) run --locked pytest -m "not gpu and not learning" -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)

@@ -6,12 +6,31 @@ which turns a missing simulator into an error when ``VLARL_REQUIRE_SIMS=1`` (CI)
 """
 
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 # Ray reads this once, on its import, which a test module may do before it imports vlarl_trainer (which
 # sets it too): under `uv run`, Ray's workers must start in this interpreter, not through uv's hook.
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+
+def pytest_configure(config):
+    """Under ``make test`` two test processes each start a Ray of their own, at about the same moment. On
+    a machine where no Ray has run, each ``ray.init`` would write a new token to ``~/.ray/auth_token`` (Ray
+    turns token authentication on by default) and a cluster whose later processes read the other one's
+    token would refuse them; so the controlling process writes the token once, before its test processes
+    start. Nothing to do where ``RAY_AUTH_MODE`` chooses the mode or a token exists."""
+    if hasattr(config, "workerinput") or "RAY_AUTH_MODE" in os.environ:
+        return
+    if os.path.exists(os.path.expanduser("~/.ray/auth_token")) or getattr(config.option, "numprocesses", None) in (
+            None, 0):
+        return
+    ray_cli = shutil.which("ray", path=os.path.dirname(sys.executable))
+    if ray_cli is not None:
+        subprocess.run([ray_cli, "get-auth-token", "--generate"], capture_output=True, check=True, timeout=120)
 
 
 def _cuda_available() -> bool:

@@ -1,11 +1,12 @@
 """What the trainer's tests share, because starting it costs more than the test itself.
 
-- ``embedded_ray``: one embedded Ray for the whole session (starting one takes seconds). A test that needs
-  a Ray of its own (a worker set-up hook, a cluster of nodes) shuts it down; the next test that asks for
-  ``embedded_ray`` starts it again.
+- ``embedded_ray``: one embedded Ray for the whole session of a test process (starting one takes seconds).
+  A test that needs a Ray of its own (a worker set-up hook, a cluster of nodes) shuts it down; the next
+  test that asks for ``embedded_ray`` starts it again.
 - ``reference_run``: one finished training run of ``vlarl_trainer.testing.REFERENCE_RUN`` that the tests
   of resuming, replaying and faults compare against, instead of each training the same unbroken run again. Copy it
-  (``shutil.copytree``) before resuming or damaging it.
+  (``shutil.copytree``) before resuming or damaging it. Its users carry ``xdist_group("ray_reference")``,
+  so that under ``make test`` one process trains it.
 """
 
 from __future__ import annotations
