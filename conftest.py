@@ -23,10 +23,9 @@ def pytest_configure(config):
     turns token authentication on by default) and a cluster whose later processes read the other one's
     token would refuse them; so the controlling process writes the token once, before its test processes
     start. Nothing to do where ``RAY_AUTH_MODE`` chooses the mode or a token exists."""
-    if hasattr(config, "workerinput") or "RAY_AUTH_MODE" in os.environ:
-        return
-    if os.path.exists(os.path.expanduser("~/.ray/auth_token")) or getattr(config.option, "numprocesses", None) in (
-            None, 0):
+    runs_test_processes = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    if (not runs_test_processes or "RAY_AUTH_MODE" in os.environ
+            or os.path.exists(os.path.expanduser("~/.ray/auth_token"))):
         return
     ray_cli = shutil.which("ray", path=os.path.dirname(sys.executable))
     if ray_cli is not None:

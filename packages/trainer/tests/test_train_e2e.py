@@ -213,13 +213,12 @@ def sparse_step_scored_on_push(tmp_path_factory, ray_for_the_session):
                            "env.kwargs.reward_mode=sparse", "runner.max_steps=1", "runner.save_interval=1",
                            "eval.at_start=true", "eval.env_id=vlarl/MetaWorld-push-v3", "eval.num_envs=1",
                            "eval.episodes_per_task=3")
-    layouts = (trainer.eval_layout.envs_per_stage, trainer.layout.envs_per_stage)
-    return trainer, layouts, run_and_close(trainer)
+    return trainer, run_and_close(trainer)
 
 
 def test_a_step_without_success_under_the_sparse_reward_changes_only_the_value_head(sparse_step_scored_on_push):
     """The step without signal: its checkpoint differs from the run's initial policy in ``value_head.*`` alone."""
-    _, _, results = sparse_step_scored_on_push
+    _, results = sparse_step_scored_on_push
     run_dir = Path(results["run_dir"])
     metrics = read_metrics(run_dir)[1]
     assert metrics["env/success_once"] == 0.0 and metrics["rollout/groups_without_signal"] == 1.0
@@ -231,8 +230,8 @@ def test_a_step_without_success_under_the_sparse_reward_changes_only_the_value_h
 
 
 def test_evaluation_on_another_env_scores_its_tasks_and_groups(sparse_step_scored_on_push):
-    trainer, layouts, results = sparse_step_scored_on_push
-    assert layouts == (1, 2)
+    trainer, results = sparse_step_scored_on_push
+    assert (trainer.eval_layout.envs_per_stage, trainer.layout.envs_per_stage) == (1, 2)
     for report in (results["before"], results["after"]):
         assert set(report["table"]) == {("test", "push-v3")} and set(report["groups"]) == {("test", "hard")}
         assert [episode["episode_id"] for episode in report["episodes"]] == [0, 1, 2]

@@ -108,6 +108,7 @@ class ManiSkillEnv(ContractEnv):
         obs_mode: str = "rgb",
         split: str = "train",
         sim_backend: str = "auto",
+        wrist_camera: bool = True,
         **settings: Any,
     ) -> None:
         """
@@ -121,15 +122,16 @@ class ManiSkillEnv(ContractEnv):
             split: default split for resets without ``options["split"]``.
             sim_backend: "auto" or "cpu" (ManiSkill's CPU physics), or "gpu" to simulate this one env
                 on ManiSkill's GPU backend; "auto" is the CPU, where one scene runs faster.
+            wrist_camera: only True (ManiSkill renders the hand camera with every observation); False
+                raises ValueError.
             **settings: ``ContractEnv``'s terminate_on_success and render_mode (the main camera image in rgb
-                mode, ManiSkill's render camera at ``image_size`` in state mode); ``wrist_camera`` only True.
+                mode, ManiSkill's render camera at ``image_size`` in state mode).
         """
-        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon,
-                                      settings.get("wrist_camera", True))
+        self.setup = TaskSetup.create(env_id, task, obs_mode, control_mode, split, horizon, wrist_camera)
         self.tasks = (self.setup.task.name,)
         self.splits = self.setup.episodes.splits
         super().__init__(env_id, image_size=image_size, horizon=self.setup.horizon, obs_mode=obs_mode, split=split,
-                         **settings)
+                         wrist_camera=wrist_camera, **settings)
         render_size = image_size if self.render_mode == "rgb_array" and obs_mode == "state" else None
         self.simulator = build_simulator(
             self.setup.task, obs_mode, image_size, control_mode,
