@@ -37,6 +37,9 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 NODE_START_SECONDS = 120
 """How long each ``ray start`` has to bring its node up on a busy two-core machine."""
 
+NODE_START_ATTEMPTS = 2
+"""How many times a node is started before the fixture gives up."""
+
 AUTH_MODE = {"RAY_AUTH_MODE": "disabled"}
 """One authentication mode for every node and the driver: left unset, ``ray start --head`` turns token
 authentication on where ``~/.ray/auth_token`` exists (an earlier embedded Ray writes it) while a joining
@@ -53,33 +56,59 @@ def node_ports() -> list[str]:
 
 def start_node(arguments: list[str], temp_dir: str, started: list[subprocess.Popen]) -> None:
     """``ray start --block`` with ``arguments`` in a session of its own, recorded in ``started`` at once
-    (so that teardown finds it even if it never comes up); returns when the node is up."""
+    (so that teardown finds it even if it never comes up); returns when the node is up.
+
+    A node whose raylet does not register with the GCS within Ray's fixed 30 s (a busy two-core machine
+    running other tests' Rays) exits with "timed out during startup"; it is stopped and started once more."""
+    output: list[str] = []
+    for _ in range(NODE_START_ATTEMPTS):
+        process = launch_node(arguments, temp_dir)
+        started.append(process)
+        output = node_start_output(process)
+        if output and "will now block forever" in output[-1]:
+            return
+        stop_nodes([process])
+        started.remove(process)
+    raise RuntimeError(f"ray start {' '.join(arguments)} did not come up in {NODE_START_ATTEMPTS} attempts; the "
+                       f"last one said:\n{''.join(output)}")
+
+
+def launch_node(arguments: list[str], temp_dir: str) -> subprocess.Popen:
+    """The ``ray start --block`` process of one node, its output piped."""
     ray_cli = str(Path(sys.executable).parent / "ray")
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [ray_cli, "start", "--block", "--num-cpus=1", "--object-store-memory=200000000", "--disable-usage-stats",
          f"--temp-dir={temp_dir}", *node_ports(), *arguments],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, **AUTH_MODE})
-    started.append(process)
+
+
+def node_start_output(process: subprocess.Popen) -> list[str]:
+    """The lines ``ray start`` printed until it said the node is up, exited, or ``NODE_START_SECONDS``
+    passed."""
     deadline = time.monotonic() + NODE_START_SECONDS
     output = []
     for line in process.stdout:
         output.append(line)
-        if "will now block forever" in line:
-            return
-        if time.monotonic() > deadline:
+        if "will now block forever" in line or time.monotonic() > deadline:
             break
-    raise RuntimeError(f"ray start {' '.join(arguments)} did not come up:\n{''.join(output)}")
+    return output
 
 
 def stop_nodes(started: list[subprocess.Popen]) -> None:
-    """Kill every process the ``ray start`` commands in ``started`` began (by pid: other Ray clusters on
-    this machine keep running)."""
-    processes = []
-    for process in started:
+    """Kill every process of the sessions the ``ray start`` commands in ``started`` lead, and their
+    descendants (by pid: other Ray clusters on this machine keep running; by session too, so that a node
+    whose ``ray start`` already exited leaves none of its GCS and raylet behind)."""
+    leaders = {process.pid for process in started}
+    members: dict[int, psutil.Process] = {}
+    for candidate in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(candidate.pid) in leaders:
+                members[candidate.pid] = candidate
+    for leader in [members[pid] for pid in leaders if pid in members]:
         with contextlib.suppress(psutil.NoSuchProcess):
-            parent = psutil.Process(process.pid)
-            processes += [parent, *parent.children(recursive=True)]
+            members.update({child.pid: child for child in leader.children(recursive=True)})
+    processes = list(members.values())
     for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.send_signal(signal.SIGTERM)
