@@ -40,6 +40,9 @@ NODE_START_SECONDS = 120
 NODE_START_ATTEMPTS = 2
 """How many times a node is started before the fixture gives up."""
 
+NODE_UP = "will now block forever"
+"""What ``ray start --block`` prints once its node is up."""
+
 AUTH_MODE = {"RAY_AUTH_MODE": "disabled"}
 """One authentication mode for every node and the driver: left unset, ``ray start --head`` turns token
 authentication on where ``~/.ray/auth_token`` exists (an earlier embedded Ray writes it) while a joining
@@ -65,7 +68,7 @@ def start_node(arguments: list[str], temp_dir: str, started: list[subprocess.Pop
         process = launch_node(arguments, temp_dir)
         started.append(process)
         output = node_start_output(process)
-        if output and "will now block forever" in output[-1]:
+        if output and NODE_UP in output[-1]:
             return
         stop_nodes([process])
         started.remove(process)
@@ -90,7 +93,7 @@ def node_start_output(process: subprocess.Popen) -> list[str]:
     output = []
     for line in process.stdout:
         output.append(line)
-        if "will now block forever" in line or time.monotonic() > deadline:
+        if NODE_UP in line or time.monotonic() > deadline:
             break
     return output
 
