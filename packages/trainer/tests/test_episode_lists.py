@@ -214,3 +214,51 @@ def test_envs_idle_in_the_last_round_replay_their_first_episode_and_keep_their_t
     assert len(report["episodes"]) == 5 and set(report["table"]) == {("test", task) for task in "abcde"}
     short = evaluation.evaluate(one_stage_of(4), options[:2], chunk_steps=1, seed=0)
     assert played[-1] == ["a", "b", "a(idle)", "b(idle)"] and len(short["episodes"]) == 2
+
+
+def test_training_env_splits_join_another_envs_evaluation_under_their_names(monkeypatch):
+    """ML45: scored on its 5 held-out tasks, and with ``eval.training_env_splits={train_test: test}`` on the
+    45 tasks it trains on too, as split ``train_test``; the held-out env's own figures stay as they were."""
+    from vlarl_envs import family_of
+    from vlarl_trainer.rl.eval_env import evaluation_env
+
+    config = load_config(["recipe=metaworld_45_ppo_openpi_tiny", "job=ml45", "eval.episodes_per_task=2",
+                          "eval.training_env_splits={train_test: test}"])
+    solved = {"reach-v3", "door-open-v3"}
+    evaluation, played = fake_episodes(monkeypatch, lambda entry: float(entry["task"] in solved))
+    report = evaluation.evaluate(one_stage_of(10), evaluation.evaluation_options(config), chunk_steps=1, seed=0,
+                                 group_of=family_of(config.eval.env_id).group)
+    held_out = dict(report["metrics"])
+    played.clear()
+    evaluation.add_training_env_splits(report, config, one_stage_of(90), chunk_steps=1)
+    assert {task for round_ in played for task in round_} == set(evaluation.env_tasks(config))
+    assert report["splits"] == {"test": 0.0, "train_test": pytest.approx(2 / 45)}
+    assert {task for split, task in report["table"] if split == "train_test"} == set(evaluation.env_tasks(config))
+    assert report["table"][("train_test", "reach-v3")] == 1.0 and report["table"][("test", "door-lock-v3")] == 0.0
+    assert report["metrics"]["eval/train_test/success_once/door-open-v3"] == 1.0
+    assert report["metrics"]["eval/train_test/group_success_once/easy"] > 0.0
+    assert "eval/train_test/group_mean_success_once" in report["metrics"]
+    assert [e["split"] for e in report["episodes"]].count("train_test") == 45 * 2
+    assert {key: report["metrics"][key] for key in held_out} == held_out
+    assert evaluation_env(config).env.id == "vlarl/MetaWorld-ML45-test-v3"
+
+
+def test_training_env_splits_are_checked_before_any_worker_starts():
+    from vlarl_trainer.rl.validation import validate, validate_evaluation_env
+
+    def check(*overrides):
+        config = load_config(["recipe=metaworld_45_ppo_openpi_tiny", "job=ml45", *overrides])
+        return validate_evaluation_env(config, validate(config))
+
+    assert check("eval.training_env_splits={train_test: test, train_semantic: semantic}").envs_per_stage == 5
+    with pytest.raises(ValueError, match=r"eval.training_env_splits \(\{'test_2': 'test'\}\) scores the training "
+                                         r"env beside another evaluation env, but the evaluation plays the training "
+                                         r"env vlarl/MetaWorld-MT10-v3"):
+        validate_evaluation_env(mt10("eval.training_env_splits={test_2: test}"), validate(mt10()))
+    with pytest.raises(ValueError, match=r"vlarl/MetaWorld-ML45-train-v3 has no split\(s\) \['vision'\]; "
+                                         r"expected any of \['train', 'test', 'semantic'\]"):
+        check("eval.training_env_splits={train_vision: vision}")
+    with pytest.raises(ValueError, match=r"the name\(s\) \['test_sample'\] are the evaluation env's own splits'"):
+        check("eval.also_sampling=[sample]", "eval.training_env_splits={test_sample: test}")
+    with pytest.raises(ValueError, match=r"non-empty and without '/', got \['a/b'\]"):
+        check("eval.training_env_splits={a/b: test}")

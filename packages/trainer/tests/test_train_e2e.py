@@ -204,15 +204,16 @@ def test_evaluation_after_training_scores_the_saved_policy(sft_then_rl):
 @pytest.fixture(scope="module")
 def sparse_step_scored_on_push(tmp_path_factory, ray_for_the_session):
     """One step on reach-v3 under the sparse reward, scored before and after on push-v3 by one env of its
-    own (eval.num_envs=1) while two envs train. No 10-step episode of the random tiny pi0 on reach-v3
-    succeeds (the seed fixes it), so the step has no signal. The trainer, closed, and its results."""
+    own (eval.num_envs=1) while two envs train, and on reach-v3's test episodes by those two as split
+    ``reach_test``. No 10-step episode of the random tiny pi0 on reach-v3 succeeds (the seed fixes it), so
+    the step has no signal. The trainer, closed, and its results."""
     from vlarl_trainer.rl.cluster import start_ray
 
     start_ray(None, num_cpus=2)
     trainer = make_trainer(tmp_path_factory.mktemp("sparse_step"), "metaworld_10_ppo_openpi_tiny",
                            "env.kwargs.reward_mode=sparse", "runner.max_steps=1", "runner.save_interval=1",
                            "eval.at_start=true", "eval.env_id=vlarl/MetaWorld-push-v3", "eval.num_envs=1",
-                           "eval.episodes_per_task=3")
+                           "eval.episodes_per_task=3", "eval.training_env_splits={reach_test: test}")
     return trainer, run_and_close(trainer)
 
 
@@ -233,11 +234,15 @@ def test_evaluation_on_another_env_scores_its_tasks_and_groups(sparse_step_score
     trainer, results = sparse_step_scored_on_push
     assert (trainer.eval_layout.envs_per_stage, trainer.layout.envs_per_stage) == (1, 2)
     for report in (results["before"], results["after"]):
-        assert set(report["table"]) == {("test", "push-v3")} and set(report["groups"]) == {("test", "hard")}
-        assert [episode["episode_id"] for episode in report["episodes"]] == [0, 1, 2]
-        assert report["splits"] == {"test": report["metrics"]["eval/success_once"]}
+        assert set(report["table"]) == {("test", "push-v3"), ("reach_test", "reach-v3")}
+        assert set(report["groups"]) == {("test", "hard"), ("reach_test", "easy")}
+        assert [(e["split"], e["task"], e["episode_id"]) for e in report["episodes"]] == [
+            *(("test", "push-v3", i) for i in range(3)), *(("reach_test", "reach-v3", i) for i in range(3))]
+        assert report["splits"] == {"test": report["metrics"]["eval/success_once"],
+                                    "reach_test": report["metrics"]["eval/reach_test/success_once"]}
     metrics = read_metrics(results["run_dir"])
     assert "env/success_once/reach-v3" in metrics[1] and "eval/test/group_success_once/hard" in metrics[1]
+    assert "eval/reach_test/success_once/reach-v3" in metrics[1] and "eval/reach_test/success_once" in metrics[0]
     assert metrics[1]["eval/test/group_mean_success_once"] == metrics[1]["eval/test/group_success_once/hard"]
     assert metrics[1]["eval/test/success_once"] == metrics[1]["eval/success_once"]
     assert set(json.loads((trainer.run_dir / "workers.json").read_text())) == {"env", "eval_env", "rollout", "actor"}

@@ -207,6 +207,11 @@ class EvalConfig:
     also_sampling: list[str] = field(default_factory=list)
     """More modes to score the same episodes in, each split reported as ``<split>_<mode>`` beside the
     split's own name, which keeps ``sampling``'s score (``[sample]`` adds ``test_sample``)."""
+    training_env_splits: dict[str, str] = field(default_factory=dict)
+    """Training runs scored on another env (``eval.env_id``, ``eval.env_kwargs`` or ``eval.num_envs``): also
+    score these splits of the training env on its own env workers, each reported as the split of its key
+    (``{abc_test: test}``: CALVIN ABC's test start states as ``abc_test`` beside scene D's ``test``), with
+    ``eval.episodes_per_task`` episodes of each of its tasks under ``eval.sampling``."""
     calvin_chains: int = 0
     """vlarl-eval's, SFT's and training's evaluations on a CALVIN env: also play the first N of CALVIN's 1000
     five-task evaluation chains (``vlarl_envs.calvin.chains``) and report ``eval/chains/success_1..5`` and
@@ -331,12 +336,12 @@ CHOSEN_GROUPS = ("recipe", "job", "env", "policy", "algorithm")
 """The config groups a command line picks from by name (``policy=openvla_oft_tiny``)."""
 
 
-OPEN_MAPPINGS = ("env.kwargs", "policy.kwargs", "eval.env_kwargs", "cluster.component_placement",
-                 "collect.task_episodes")
+OPEN_MAPPINGS = ("env.kwargs", "policy.kwargs", "eval.env_kwargs", "eval.training_env_splits",
+                 "cluster.component_placement", "collect.task_episodes")
 """Mappings whose keys a job or the command line may add to, where every other key of the tree is fixed by
 the schema: keywords for ``gym.make`` and ``vlarl_policies.make`` (which reject unknown ones themselves),
-``cluster.component_placement={env: "0:0-1"}`` moving env off a recipe's shared placement, and
-``collect.task_episodes={reach-v3: 5}`` naming a task."""
+``eval.training_env_splits={abc_test: test}`` naming a split, ``cluster.component_placement={env: "0:0-1"}``
+moving env off a recipe's shared placement, and ``collect.task_episodes={reach-v3: 5}`` naming a task."""
 
 
 def schema() -> Any:

@@ -146,6 +146,46 @@ def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video
     return report
 
 
+def training_env_options(config: VlarlConfig) -> list[dict[str, Any]]:
+    """The episodes ``eval.training_env_splits`` asks of the training env: ids 0..episodes_per_task-1 of its
+    every task in each split named, in ``evaluation_options``' order."""
+    tasks = env_tasks(config)
+    return [{"episode_id": episode_id, "split": split, "task": task}
+            for split in dict.fromkeys(config.eval.training_env_splits.values())
+            for episode_id in range(config.eval.episodes_per_task)
+            for task in tasks]
+
+
+def add_training_env_splits(report: dict[str, Any], config: VlarlConfig, shards: Shards, chunk_steps: int
+                            ) -> None:
+    """Score ``eval.training_env_splits`` on the training env's ``shards`` and join each to ``report`` (an
+    evaluation of another env) as the split its key names: its success, per-task and per-group rates, group
+    mean and episodes. ``eval/success_once`` and the OOD average stay the evaluation env's."""
+    from vlarl_envs import family_of
+
+    named = config.eval.training_env_splits
+    if not named:
+        return
+    other = evaluate(shards, training_env_options(config), chunk_steps, config.runner.seed,
+                     group_of=family_of(config.env.id).group, progress=config.runner.progress,
+                     sampling=config.eval.sampling)
+    other_group_means = group_means(other["groups"])
+    for name, split in named.items():
+        report["splits"][name] = other["splits"][split]
+        report["metrics"][f"eval/{name}/success_once"] = other["splits"][split]
+        for (scored_split, task), rate in other["table"].items():
+            if scored_split == split:
+                report["table"][(name, task)] = rate
+                report["metrics"][f"eval/{name}/success_once/{task}"] = rate
+        for (scored_split, group), rate in other["groups"].items():
+            if scored_split == split:
+                report["groups"][(name, group)] = rate
+                report["metrics"][f"eval/{name}/group_success_once/{group}"] = rate
+        if split in other_group_means:
+            report["metrics"][f"eval/{name}/{GROUP_MEAN}"] = other_group_means[split]
+        report["episodes"] += [{**episode, "split": name} for episode in other["episodes"] if episode["split"] == split]
+
+
 def add_other_sampling(report: dict[str, Any], other: dict[str, Any], mode: str) -> None:
     """Each split's success in ``other``, an evaluation of the same episodes under sampling ``mode``, joins
     ``report`` as split ``<split>_<mode>`` (``splits`` and ``eval/<split>_<mode>/success_once``); the

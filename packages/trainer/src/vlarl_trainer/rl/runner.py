@@ -26,6 +26,7 @@ from vlarl_trainer.rl.cluster import Deadline, WorkerGroup, check_reachable, sta
 from vlarl_trainer.rl.eval_env import evaluation_env
 from vlarl_trainer.rl.evaluation import (
     add_calvin_chains,
+    add_training_env_splits,
     check_calvin_chains,
     evaluate_config,
     logged_evaluation,
@@ -373,6 +374,7 @@ class Trainer:
         self._sync_weights(step)
         video_dir = self.video_dir / f"eval_step_{step}" if config.eval.video else None
         report = evaluate_config(config, self.eval_shards, self.eval_layout.chunk_steps, video_dir)
+        add_training_env_splits(report, config, self.shards, self.layout.chunk_steps)
         if config.eval.calvin_chains:
             add_calvin_chains(report, config, self.eval_shards)
         report["metrics"]["time/eval"] = time.perf_counter() - start

@@ -332,6 +332,7 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
     policy acts in both."""
     check_eval_splits(config)
     scored = evaluation_env(config)
+    check_training_env_splits(config, scored)
     if scored is config:
         return layout
     require(scored.env.num_envs >= 1, f"eval.num_envs must be >= 1, got {scored.env.num_envs}")
@@ -347,3 +348,29 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
         f"the policy trains on {config.env.id} with action_dim={layout.action_dim}, state_dim={layout.state_dim}",
     )
     return eval_layout
+
+
+def check_training_env_splits(config: VlarlConfig, scored: VlarlConfig) -> None:
+    """``eval.training_env_splits`` maps new split names to splits of the training env, and only where the
+    evaluation plays another env: without one, ``eval.splits`` already scores the training env."""
+    named = config.eval.training_env_splits
+    if not named:
+        return
+    require(scored is not config,
+            f"eval.training_env_splits ({dict(named)}) scores the training env beside another evaluation env, but "
+            f"the evaluation plays the training env {config.env.id}; name its splits in eval.splits instead, or set "
+            "eval.env_id")
+    from vlarl_envs import family_of
+
+    available = family_of(config.env.id).splits(config.env.id)
+    unknown = {name: split for name, split in named.items() if split not in available}
+    require(not unknown, f"eval.training_env_splits: {config.env.id} has no split(s) {sorted(unknown.values())}; "
+                         f"expected any of {list(available)}")
+    taken = set(config.eval.splits) | {f"{split}_{mode}" for split in config.eval.splits
+                                       for mode in config.eval.also_sampling}
+    clashing = sorted(set(named) & taken)
+    require(not clashing, f"eval.training_env_splits: the name(s) {clashing} are the evaluation env's own splits' "
+                          f"({sorted(taken)}); choose other names")
+    malformed = sorted(name for name in named if not name or "/" in name)
+    require(not malformed, f"eval.training_env_splits: a split name is a metric key's part, non-empty and without "
+                           f"'/', got {malformed}")
