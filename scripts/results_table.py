@@ -10,13 +10,15 @@ before RL and after each of ``--steps`` with the lift in points ("-" where a run
 there), each job's wall time to its last evaluation, success per task before RL and after the last
 step, and every evaluation's mean as a learning curve in text. With ``--groups`` (MT50's ``easy medium
 hard very_hard``), a table of each run's success per group before RL and after the last step, the
-groups' unweighted mean (RLinf's "Avg.") and the mean over every episode. With ``--chains``, a table of
+groups' unweighted mean (RLinf's "Avg.") and the mean over every episode. With ``--splits``, a table of
+each named split's success and lift (CALVIN's ``test abc_test``). With ``--chains``, a table of
 CALVIN's chains: the success of 1 to 5 tasks in a row and the average length, before RL and after each
 of ``--steps``.
 
     uv run --locked python scripts/results_table.py docs/results/main-job-runs/mt50-seed0 --steps 15 30 \
         --groups easy medium hard very_hard
     uv run --locked python scripts/results_table.py docs/results/main-job-runs/calvin-seed0 --steps 20 40 --chains
+    uv run --locked python scripts/results_table.py <calvin job> --steps 20 40 --splits test abc_test
 
 A job's wall time is its results.json total when the job ran exactly to that evaluation; otherwise
 (a run continued past its job's last step with ``vlarl-train resume=<run>/rl runner.max_steps=N``,
@@ -166,6 +168,21 @@ def group_table(records: list[RunRecord], last_step: int, groups: list[str], spl
     return "\n".join(lines)
 
 
+def split_table(records: list[RunRecord], steps: list[int], splits: list[str]) -> str:
+    """Each of ``splits``' success (``eval/<split>/success_once``) before RL and after each of ``steps``, with
+    the lift, one row per run and split: CALVIN's ``test`` on scene D beside ``abc_test`` on A-C."""
+    header = ["seed", "run", "split", "SFT (before RL)", *(f"after {step} RL steps (lift)" for step in steps)]
+    lines = [table_row(header), table_row(["---"] * len(header))]
+    for record in records:
+        for split in splits:
+            metric = f"eval/{split}/success_once"
+            before = record.success(0, metric)
+            cells = [f"{record.success(step, metric):.2f} ({round(100 * (record.success(step, metric) - before)):+d})"
+                     if record.has(step) else "-" for step in steps]
+            lines.append(table_row([str(record.seed), f"`{record.name}`", split, f"{before:.2f}", *cells]))
+    return "\n".join(lines)
+
+
 def chain_table(records: list[RunRecord], steps: list[int]) -> str:
     """CALVIN's chain figures before RL and after each of ``steps`` a run has reached, one row each."""
     header = ["seed", "run", "policy", *(f"{k}/{CHAIN_LENGTH}" for k in range(1, CHAIN_LENGTH + 1)), "average length"]
@@ -202,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--groups", nargs="+", default=[],
                         help="the env family's groups, in column order (MT50: easy medium hard very_hard)")
     parser.add_argument("--split", default="test", help="the split whose groups --groups reads (default: test)")
+    parser.add_argument("--splits", nargs="+", default=[],
+                        help="also a table of these splits' success and lift (CALVIN: test abc_test)")
     parser.add_argument("--chains", action="store_true",
                         help="also CALVIN's chains (success of 1-5 tasks in a row, average length)")
     args = parser.parse_args(argv)
@@ -216,6 +235,8 @@ def main(argv: list[str] | None = None) -> None:
         print(task_table(finished, last))
         if args.groups:
             print("\n" + group_table(finished, last, args.groups, args.split))
+    if args.splits:
+        print("\n" + split_table(records, args.steps, args.splits))
     if args.chains:
         print("\n" + chain_table(records, args.steps))
     print(f"\nHeld-out success at every evaluation: {curves_text(records, last)}.")

@@ -171,3 +171,22 @@ def test_chain_table_gives_calvins_rates_and_average_length_at_every_evaluation_
     without = write_record(tmp_path / "mt10-seed0", 0, 2, [evaluation(0, {"reach-v3": 0.2})])
     with pytest.raises(ValueError, match="logs no eval/chains/success_1"):
         script.chain_table([script.read_record(without)], [2])
+
+
+def test_split_table_gives_each_named_split_its_success_and_lift(tmp_path):
+    """CALVIN's job: scene D's ``test`` beside the training scenes' ``abc_test``, before RL and after each step."""
+    def scored(step, d, abc):
+        return {**evaluation(step, {"open_drawer": d}), "eval/test/success_once": d, "eval/abc_test/success_once": abc}
+
+    folder = write_record(tmp_path / "calvin-seed0", 0, 4, [
+        scored(0, 0.2, 0.3), *training_steps(1, 2), scored(2, 0.2, 0.4), *training_steps(3, 4),
+        scored(4, 0.1, 0.5)], in_rl=True)
+    script = load_script()
+    table = script.split_table([script.read_record(folder)], [2, 4, 6], ["test", "abc_test"]).splitlines()
+    assert table[0] == ("| seed | run | split | SFT (before RL) | after 2 RL steps (lift) | after 4 RL steps (lift) | "
+                        "after 6 RL steps (lift) |")
+    assert table[2:] == ["| 0 | `calvin-seed0` | test | 0.20 | 0.20 (+0) | 0.10 (-10) | - |",
+                         "| 0 | `calvin-seed0` | abc_test | 0.30 | 0.40 (+10) | 0.50 (+20) | - |"]
+    with pytest.raises(ValueError, match="logs no eval/vision/success_once"):
+        script.split_table([script.read_record(folder)], [2], ["vision"])
+
