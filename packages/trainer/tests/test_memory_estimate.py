@@ -112,6 +112,17 @@ def test_dry_run_prints_the_layout_and_the_memory_and_starts_nothing(tmp_path):
     assert refused.returncode == 2 and "actor.precision must be one of" in refused.stderr
 
 
+def test_the_dry_run_refuses_an_evaluation_env_the_trainer_would_refuse():
+    """MT50 scored on 50 envs of its own while training pipelines two stages on two env workers: 50 envs do
+    not split into 4 shards, which the trainer finds only when it starts, after demonstrations and SFT."""
+    config = load_config(["recipe=metaworld_50_ppo_openpi_tiny", "eval.num_envs=50"])
+    with pytest.raises(ValueError, match=r"the evaluation env \(vlarl/MetaWorld-MT50-v3, eval.num_envs=50\): "
+                                         r"env.num_envs \(50\) must divide into env workers x "
+                                         r"rollout.pipeline_stage_num \(2 x 2 = 4\)"):
+        estimate_config_memory(config)
+    assert estimate_config_memory(load_config(["recipe=metaworld_50_ppo_openpi_tiny", "eval.num_envs=100"]))[2] > 0
+
+
 PUBLISHED_SIZE = [name for name in available_recipes() if "_tiny" not in name]
 """The recipes of the published policy sizes: their names lack ``_tiny`` (test_config holds every recipe to
 that)."""

@@ -326,10 +326,10 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
     )
 
 
-def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
+def validate_evaluation_env(config: VlarlConfig, layout: Layout, estimate_only: bool = False) -> Layout:
     """The layout of the env evaluations play (``eval.env_id``/``eval.env_kwargs``): ``layout`` itself when
     they play the training env. Its actions and states must have the training env's sizes, since one
-    policy acts in both."""
+    policy acts in both. ``estimate_only``: as ``validate``'s (the dry run of a published-size recipe)."""
     check_eval_splits(config)
     scored = evaluation_env(config)
     check_training_env_splits(config, scored)
@@ -337,7 +337,7 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout) -> Layout:
         return layout
     require(scored.env.num_envs >= 1, f"eval.num_envs must be >= 1, got {scored.env.num_envs}")
     try:
-        eval_layout = validate(scored, training=False)
+        eval_layout = validate(scored, training=False, estimate_only=estimate_only)
     except ValueError as error:
         raise ValueError(
             f"the evaluation env ({scored.env.id}, eval.num_envs={scored.env.num_envs}): {error}"
