@@ -18,6 +18,7 @@ from vlarl_trainer.config import available_jobs, config_from_dict, load_config, 
 from vlarl_trainer.data.reader import read_episodes
 from vlarl_trainer.jobs.main_job import (
     JOB_STATE,
+    check_stages,
     describe_collection,
     job_dir_of,
     job_results,
@@ -117,7 +118,7 @@ def sized_job(tmp_path, recipe: str, job_name: str, demonstrations: str):
     assert config.job.size == job_name and describe_collection(config) == demonstrations
     assert config.actor == load_config([f"recipe={recipe}"]).actor
     assert config.runner.max_steps % config.eval.interval == 0
-    validate(rl_stage_start(config, tmp_path))
+    check_stages(config, tmp_path)
     return config
 
 
@@ -581,6 +582,20 @@ def test_a_job_stopped_in_rl_resumes_to_its_end_and_is_never_overwritten(tmp_pat
     with pytest.raises(FileExistsError, match="never overwrites"):
         run_main_job(tiny_job(tmp_path))
     assert (job_dir / "results.json").read_bytes() == written
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("override, refusal", [
+    ("eval.num_envs=3", r"the evaluation env \(vlarl/MetaWorld-reach-v3, eval.num_envs=3\): env.num_envs \(3\) must "
+                        r"divide into env workers"),
+    ("eval.training_env_splits={reach_test: test}", "eval.training_env_splits .* but the evaluation plays the "
+                                                    "training env vlarl/MetaWorld-reach-v3"),
+])
+def test_a_bad_evaluation_setting_stops_the_job_before_it_writes_anything(tmp_path, override, refusal):
+    """The RL stage's evaluation env is checked with every other stage's settings, before the demonstrations."""
+    with pytest.raises(ValueError, match=refusal):
+        run_main_job(tiny_job(tmp_path, override))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_in_child_process_returns_the_childs_result_and_raises_its_errors():

@@ -175,19 +175,28 @@ JOB_STATE = "job.json"
 stage: what ``resume=`` continues from."""
 
 
-def run_main_job(config: VlarlConfig, overrides: list[str] | None = None) -> tuple[dict[str, Any], str]:
-    """Run every stage in a new folder (``job_dir_of``); returns results.json's content and the summary text."""
+def check_stages(config: VlarlConfig, job_dir: Path) -> None:
+    """Every stage's settings as that stage checks them, the RL stage's evaluation env and CALVIN chains
+    included: a bad setting stops the job before it writes anything, not after the demonstrations and SFT."""
     from vlarl_trainer.data.collector import check_collect_config
-    from vlarl_trainer.rl.validation import validate
+    from vlarl_trainer.rl.evaluation import check_calvin_chains
+    from vlarl_trainer.rl.validation import validate, validate_evaluation_env
     from vlarl_trainer.sft.train import check_sft_config
 
-    job_dir = job_dir_of(config)
-    # A bad setting or a taken name stops the job here, not after the demonstrations and SFT.
-    if job_dir.exists():
-        raise run_exists_error(job_dir, EXISTING_JOB_HINT)
     check_collect_config(config)
     check_sft_config(sft_stage_config(config, job_dir, job_dir / "demonstrations"))
-    validate(rl_stage_start(config, job_dir))
+    rl = rl_stage_start(config, job_dir)
+    validate_evaluation_env(rl, validate(rl))
+    check_calvin_chains(rl)
+
+
+def run_main_job(config: VlarlConfig, overrides: list[str] | None = None) -> tuple[dict[str, Any], str]:
+    """Run every stage in a new folder (``job_dir_of``); returns results.json's content and the summary text."""
+    job_dir = job_dir_of(config)
+    # A taken name stops the job here, as a bad setting does.
+    if job_dir.exists():
+        raise run_exists_error(job_dir, EXISTING_JOB_HINT)
+    check_stages(config, job_dir)
     make_run_dir(job_dir, EXISTING_JOB_HINT)
     state = {"config": to_dict(config), "overrides": list(overrides or []), "seconds": {}}
     write_json(job_dir / JOB_STATE, state)
