@@ -69,9 +69,9 @@ class RunRecord:
             raise ValueError(f"{self.name}'s evaluation after step {step} logs no {metric}")
         return self.evaluations[step][metric]
 
-    def lift(self, step: int) -> float:
-        """Points of mean held-out success gained from before RL to after ``step``."""
-        return 100 * (self.success(step) - self.success(0))
+    def lift(self, step: int, metric: str = MEAN_METRIC) -> float:
+        """Points of held-out success (``metric``: the mean by default) gained from before RL to after ``step``."""
+        return 100 * (self.success(step, metric) - self.success(0, metric))
 
     def tasks(self) -> list[str]:
         return sorted(key.removeprefix(TASK_METRIC_PREFIX) for key in self.evaluations[0]
@@ -138,10 +138,10 @@ def seed_table(records: list[RunRecord], steps: list[int]) -> str:
     return "\n".join(lines)
 
 
-def success_and_lift(record: RunRecord, step: int) -> str:
+def success_and_lift(record: RunRecord, step: int, metric: str = MEAN_METRIC) -> str:
     if not record.has(step):
         return "-"
-    return f"{record.success(step):.2f} ({round(record.lift(step)):+d})"
+    return f"{record.success(step, metric):.2f} ({round(record.lift(step, metric)):+d})"
 
 
 def task_table(records: list[RunRecord], last_step: int) -> str:
@@ -176,10 +176,8 @@ def split_table(records: list[RunRecord], steps: list[int], splits: list[str]) -
     for record in records:
         for split in splits:
             metric = f"eval/{split}/success_once"
-            before = record.success(0, metric)
-            cells = [f"{record.success(step, metric):.2f} ({round(100 * (record.success(step, metric) - before)):+d})"
-                     if record.has(step) else "-" for step in steps]
-            lines.append(table_row([str(record.seed), f"`{record.name}`", split, f"{before:.2f}", *cells]))
+            lines.append(table_row([str(record.seed), f"`{record.name}`", split, f"{record.success(0, metric):.2f}",
+                                    *(success_and_lift(record, step, metric) for step in steps)]))
     return "\n".join(lines)
 
 

@@ -174,14 +174,14 @@ def test_metaworld_suite_jobs_collect_every_task_and_score_the_recipes_env(tmp_p
 @pytest.mark.sim
 def test_calvin_job_scores_scene_d_its_chains_and_abcs_test_states():
     from vlarl_envs.testing import require_simulator
-    from vlarl_trainer.rl.validation import validate, validate_evaluation_env
+    from vlarl_trainer.rl.validation import validate_run
 
     require_simulator("calvin_env")
     config = load_config(["recipe=calvin_abc_d_ppo_openpi_tiny", "job=calvin_abc_d"])
     assert config.job.size == "calvin_abc_d" and describe_collection(config) == "3 per task"
     assert config.eval.env_id == "vlarl/CALVIN-D-v0"
     assert (config.env.id, config.eval.training_env_splits) == ("vlarl/CALVIN-ABC-v0", {"abc_test": "test"})
-    validate_evaluation_env(config, validate(config))
+    validate_run(config)
     assert (config.eval.calvin_chains, config.eval.episodes_per_task) == (50, 5)
     assert config.runner.max_steps % config.eval.interval == 0
     assert config.actor == load_config(["recipe=calvin_abc_d_ppo_openpi_tiny"]).actor

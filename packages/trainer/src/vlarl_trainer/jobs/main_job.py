@@ -179,15 +179,12 @@ def check_stages(config: VlarlConfig, job_dir: Path) -> None:
     """Every stage's settings as that stage checks them, the RL stage's evaluation env and CALVIN chains
     included: a bad setting stops the job before it writes anything, not after the demonstrations and SFT."""
     from vlarl_trainer.data.collector import check_collect_config
-    from vlarl_trainer.rl.evaluation import check_calvin_chains
-    from vlarl_trainer.rl.validation import validate, validate_evaluation_env
+    from vlarl_trainer.rl.validation import validate_run
     from vlarl_trainer.sft.train import check_sft_config
 
     check_collect_config(config)
     check_sft_config(sft_stage_config(config, job_dir, job_dir / "demonstrations"))
-    rl = rl_stage_start(config, job_dir)
-    validate_evaluation_env(rl, validate(rl))
-    check_calvin_chains(rl)
+    validate_run(rl_stage_start(config, job_dir))
 
 
 def run_main_job(config: VlarlConfig, overrides: list[str] | None = None) -> tuple[dict[str, Any], str]:

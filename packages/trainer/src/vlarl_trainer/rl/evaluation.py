@@ -52,10 +52,14 @@ def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
     simulator, not one per task (MetaWorld MT10 on 20 envs: 20 simulators instead of 200)."""
     check_eval_splits(config)
     config = evaluation_env(config)
-    tasks = env_tasks(config)
+    return episode_options(env_tasks(config), config.eval.splits, config.eval.episodes_per_task)
+
+
+def episode_options(tasks: list[str], splits: list[str], episodes_per_task: int) -> list[dict[str, Any]]:
+    """Episode ids 0..episodes_per_task-1 of every task in every split, tasks alternating within an id."""
     return [{"episode_id": episode_id, "split": split, "task": task}
-            for split in config.eval.splits
-            for episode_id in range(config.eval.episodes_per_task)
+            for split in splits
+            for episode_id in range(episodes_per_task)
             for task in tasks]
 
 
@@ -149,11 +153,8 @@ def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video
 def training_env_options(config: VlarlConfig) -> list[dict[str, Any]]:
     """The episodes ``eval.training_env_splits`` asks of the training env: ids 0..episodes_per_task-1 of its
     every task in each split named, in ``evaluation_options``' order."""
-    tasks = env_tasks(config)
-    return [{"episode_id": episode_id, "split": split, "task": task}
-            for split in dict.fromkeys(config.eval.training_env_splits.values())
-            for episode_id in range(config.eval.episodes_per_task)
-            for task in tasks]
+    splits = list(dict.fromkeys(config.eval.training_env_splits.values()))
+    return episode_options(env_tasks(config), splits, config.eval.episodes_per_task)
 
 
 def add_training_env_splits(report: dict[str, Any], config: VlarlConfig, shards: Shards, chunk_steps: int

@@ -235,13 +235,10 @@ def estimate_config_memory(config: VlarlConfig) -> tuple[Layout, ActorRankMemory
     needs no checkpoint; the validation's env probe gives the observation space, ``layout.observation_space``),
     then one actor rank's memory is estimated. Returns the layout, the memory and the policy's parameter
     count. The evaluation env is validated as the trainer validates it, so a dry run refuses what a run would."""
-    from vlarl_trainer.rl.evaluation import check_calvin_chains
     from vlarl_trainer.rl.runner import env_instructions
-    from vlarl_trainer.rl.validation import validate, validate_evaluation_env
+    from vlarl_trainer.rl.validation import validate_run
 
-    layout = validate(config, estimate_only=True)
-    validate_evaluation_env(config, layout, estimate_only=True)
-    check_calvin_chains(config)
+    layout, _ = validate_run(config, estimate_only=True)
     memory, parameters = estimate_actor_memory(config, layout, layout.observation_space, env_instructions(config))
     return layout, memory, parameters
 

@@ -27,7 +27,6 @@ from vlarl_trainer.rl.eval_env import evaluation_env
 from vlarl_trainer.rl.evaluation import (
     add_calvin_chains,
     add_training_env_splits,
-    check_calvin_chains,
     evaluate_config,
     logged_evaluation,
 )
@@ -39,8 +38,7 @@ from vlarl_trainer.rl.validation import (
     Layout,
     check_pretrained_exists,
     sampling_overrides,
-    validate,
-    validate_evaluation_env,
+    validate_run,
 )
 from vlarl_trainer.rl.workers.actor_worker import ActorWorker, train_metric_name
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
@@ -135,9 +133,7 @@ class Trainer:
     def _set_up(self, config: VlarlConfig) -> None:
         check_pretrained_exists(config)
         check_reachable(config.cluster.address)
-        self.layout = validate(config)
-        self.eval_layout = validate_evaluation_env(config, self.layout)
-        check_calvin_chains(config)
+        self.layout, self.eval_layout = validate_run(config)
         self.config = config
         self.resume_from: Path | None = None
         if config.resume is not None:

@@ -350,6 +350,18 @@ def validate_evaluation_env(config: VlarlConfig, layout: Layout, estimate_only: 
     return eval_layout
 
 
+def validate_run(config: VlarlConfig, estimate_only: bool = False) -> tuple[Layout, Layout]:
+    """Everything a training run checks before a worker starts, as the trainer, its dry run and the main job
+    check it: the config's layout, the evaluation env's layout (``validate_evaluation_env``) and CALVIN's
+    chains. ``estimate_only``: as ``validate``'s."""
+    from vlarl_trainer.rl.evaluation import check_calvin_chains  # evaluation imports the rollout machinery
+
+    layout = validate(config, estimate_only=estimate_only)
+    eval_layout = validate_evaluation_env(config, layout, estimate_only)
+    check_calvin_chains(config)
+    return layout, eval_layout
+
+
 def check_training_env_splits(config: VlarlConfig, scored: VlarlConfig) -> None:
     """``eval.training_env_splits`` maps new split names to splits of the training env, and only where the
     evaluation plays another env: without one, ``eval.splits`` already scores the training env."""
