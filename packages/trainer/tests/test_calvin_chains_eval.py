@@ -20,8 +20,8 @@ import vlarl_policies
 from vlarl_trainer.cli.commands import eval_main
 from vlarl_trainer.config import load_config, to_yaml
 from vlarl_trainer.rl import evaluation
+from vlarl_trainer.rl.eval_env import check_calvin_chains
 from vlarl_trainer.rl.evaluation import (
-    check_calvin_chains,
     evaluate_checkpoint,
     play_calvin_chains,
     report_json,

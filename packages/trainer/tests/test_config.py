@@ -5,6 +5,7 @@ import json
 import pytest
 
 from vlarl_trainer.config import available_recipes, load_config
+from vlarl_trainer.rl.eval_env import check_calvin_chains, check_eval_splits
 from vlarl_trainer.rl.validation import sampling_overrides, validate
 
 CPU_RECIPES = ["metaworld_10_ppo_openpi_tiny", "metaworld_10_ppo_openpi_tiny_flownoise",
@@ -325,6 +326,15 @@ def test_every_recipe_names_itself_and_its_policy_size(recipe):
     config = load_config([f"recipe={recipe}"])
     assert config.recipe == recipe
     assert config.policy.preset == ("tiny" if "_tiny" in recipe else "base")
+
+
+@pytest.mark.parametrize("recipe", sorted(available_recipes()))
+def test_every_recipe_scores_splits_and_chains_its_evaluation_env_has(recipe):
+    """Checked without building an env: a published recipe that names a split its env lacks fails only when
+    its first evaluation starts, on hardware no test here reaches."""
+    config = load_config([f"recipe={recipe}"])
+    check_eval_splits(config)
+    check_calvin_chains(config)
 
 
 def test_every_command_prints_one_tree_and_lists_the_recipes(capsys):

@@ -24,7 +24,7 @@ import numpy as np
 
 from vlarl_trainer.config import VlarlConfig
 from vlarl_trainer.progress import progress_bar
-from vlarl_trainer.rl.eval_env import check_eval_splits, env_tasks, evaluation_env
+from vlarl_trainer.rl.eval_env import check_calvin_chains, check_eval_splits, env_tasks, evaluation_env
 from vlarl_trainer.rl.rollout import Shards, run_episodes
 from vlarl_trainer.rl.workers.env_worker import EPISODE_STATISTICS
 
@@ -33,9 +33,6 @@ IN_DISTRIBUTION_SPLITS = ("train", "test")
 LIBERO-Pro's, MetaWorld's unseen phrasings) is out of distribution."""
 CHAIN_PREFIX = "eval/chains/"
 """CALVIN's chain metrics: ``success_1`` .. ``success_5`` and ``average_length``."""
-CHAIN_COUNTING_REWARD_MODES = ("sparse", "only_at_end", "shaped")
-"""The reward modes under which a chain episode's return is its length: each pays 1 per task completed
-(``shaped``'s potential terms cancel within each task)."""
 OOD_AVERAGE = "ood_average"
 """The pseudo-split that holds the mean of the out-of-distribution splits' means (RLinf's OOD average)."""
 GROUP_MEAN = "group_mean_success_once"
@@ -274,30 +271,6 @@ def evaluate_on_workers(config: VlarlConfig, layout: Any, policy_dir: str | Path
             gpus.remove()
         if own_ray:
             ray.shutdown()
-
-
-def check_calvin_chains(config: VlarlConfig) -> None:
-    """``eval.calvin_chains`` asks for a count of CALVIN's chains on a CALVIN evaluation env: the chains are
-    CALVIN's tasks and start states, which no other family can play."""
-    from vlarl_envs import family_of
-    from vlarl_envs.calvin.chains import NUM_CHAINS
-    from vlarl_envs.wrappers.reward_mode import resolve_reward_mode
-
-    count = config.eval.calvin_chains
-    if not count:
-        return
-    if not 0 < count <= NUM_CHAINS:
-        raise ValueError(f"eval.calvin_chains must lie in 0..{NUM_CHAINS} (0: none, {NUM_CHAINS}: the benchmark), "
-                         f"got {count}")
-    scored = evaluation_env(config).env
-    if family_of(scored.id).name != "CALVIN":
-        raise ValueError(f"eval.calvin_chains={count} plays CALVIN's evaluation chains, but the evaluation env is "
-                         f"{scored.id}; score them on vlarl/CALVIN-D-v0 (env.id or eval.env_id)")
-    reward_mode = resolve_reward_mode(scored.kwargs.get("reward_mode", "sparse"))
-    if reward_mode not in CHAIN_COUNTING_REWARD_MODES:
-        raise ValueError(f"eval.calvin_chains reads a chain's length from its return, which counts the tasks "
-                         f"completed under reward_mode {list(CHAIN_COUNTING_REWARD_MODES)}; the evaluation env "
-                         f"has {reward_mode!r} (set eval.env_kwargs.reward_mode=sparse)")
 
 
 def add_calvin_chains(report: dict[str, Any], config: VlarlConfig, shards: Shards) -> None:

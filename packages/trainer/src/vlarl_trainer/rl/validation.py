@@ -15,7 +15,7 @@ import gymnasium as gym
 
 from vlarl_trainer.config import ALGORITHMS, EVAL_SAMPLING_MODES, LR_SCHEDULES, PRECISIONS, STRATEGIES, VlarlConfig
 from vlarl_trainer.metrics import check_loggers
-from vlarl_trainer.rl.eval_env import check_eval_splits, evaluation_env
+from vlarl_trainer.rl.eval_env import check_calvin_chains, check_eval_splits, evaluation_env
 from vlarl_trainer.rl.placement import parse_component_placement
 from vlarl_trainer.rl.training_episodes import training_tasks
 
@@ -354,8 +354,6 @@ def validate_run(config: VlarlConfig, estimate_only: bool = False) -> tuple[Layo
     """Everything a training run checks before a worker starts, as the trainer, its dry run and the main job
     check it: the config's layout, the evaluation env's layout (``validate_evaluation_env``) and CALVIN's
     chains. ``estimate_only``: as ``validate``'s."""
-    from vlarl_trainer.rl.evaluation import check_calvin_chains  # evaluation imports the rollout machinery
-
     layout = validate(config, estimate_only=estimate_only)
     eval_layout = validate_evaluation_env(config, layout, estimate_only)
     check_calvin_chains(config)
