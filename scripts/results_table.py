@@ -13,7 +13,8 @@ hard very_hard``), a table of each run's success per group before RL and after t
 groups' unweighted mean (RLinf's "Avg.") and the mean over every episode. With ``--splits``, a table of
 each named split's success and lift (CALVIN's ``test abc_test``). With ``--chains``, a table of
 CALVIN's chains: the success of 1 to 5 tasks in a row and the average length, before RL and after each
-of ``--steps``.
+of ``--steps``. A run whose config trained on some of the tasks only (``rollout.tasks``) also gets a table
+of the trained tasks' and the other tasks' test success, before RL and after each of ``--steps``.
 
     uv run --locked python scripts/results_table.py docs/results/main-job-runs/mt50-seed0 --steps 15 30 \
         --groups easy medium hard very_hard
@@ -61,6 +62,8 @@ class RunRecord:
     """RL step -> the ``eval/`` metrics logged after it (step 0: before RL)."""
     logged_seconds: dict[int, float]
     """RL step -> the seconds its training step and its evaluation (if any) took."""
+    trained_tasks: tuple[str, ...] = ()
+    """The config's ``rollout.tasks``: the tasks RL played, where it played some of them only."""
 
     def success(self, step: int, metric: str = MEAN_METRIC) -> float:
         if step not in self.evaluations:
@@ -76,6 +79,11 @@ class RunRecord:
     def tasks(self) -> list[str]:
         return sorted(key.removeprefix(TASK_METRIC_PREFIX) for key in self.evaluations[0]
                       if key.startswith(TASK_METRIC_PREFIX))
+
+    def mean_over_tasks(self, step: int, tasks: list[str]) -> float:
+        """The mean test success of ``tasks`` after ``step``: their episodes' mean, each task scoring as
+        many episodes."""
+        return sum(self.success(step, TASK_METRIC_PREFIX + task) for task in tasks) / len(tasks)
 
     def has(self, step: int) -> bool:
         return step in self.evaluations
@@ -113,6 +121,11 @@ def job_steps(job: dict) -> int:
     return int(job["config"]["runner"]["max_steps"] if "config" in job else job["preset"]["rl"]["steps"])
 
 
+def job_trained_tasks(job: dict) -> tuple[str, ...]:
+    """The config tree's ``rollout.tasks`` (empty in records written before the main job kept its tree)."""
+    return tuple(job.get("config", {}).get("rollout", {}).get("tasks") or ())
+
+
 def read_record(path: Path) -> RunRecord:
     job_path, metrics_path = record_files(path)
     job = json.loads(job_path.read_text())
@@ -122,7 +135,8 @@ def read_record(path: Path) -> RunRecord:
         raise ValueError(f"{metrics_path} logs no evaluation before RL (step 0); run the job with eval.at_start=true")
     return RunRecord(name=path.name, seed=int(job_seed(job)), job_steps=job_steps(job),
                      job_seconds=job["seconds"], resumed=job.get("resumed_from_step") is not None,
-                     evaluations=evaluations, logged_seconds=logged_seconds(metrics_path))
+                     evaluations=evaluations, logged_seconds=logged_seconds(metrics_path),
+                     trained_tasks=job_trained_tasks(job))
 
 
 def seed_table(records: list[RunRecord], steps: list[int]) -> str:
@@ -181,6 +195,30 @@ def split_table(records: list[RunRecord], steps: list[int], splits: list[str]) -
     return "\n".join(lines)
 
 
+def trained_table(records: list[RunRecord], steps: list[int]) -> str:
+    """The test success of the tasks RL trained on (``rollout.tasks``) and of the others, before RL and after
+    each of ``steps``, with the lift: two rows per run that trained on some tasks only."""
+    header = ["seed", "run", "tasks", "SFT (before RL)", *(f"after {step} RL steps (lift)" for step in steps)]
+    lines = [table_row(header), table_row(["---"] * len(header))]
+    for record in records:
+        every_task = record.tasks()
+        unknown = sorted(set(record.trained_tasks) - set(every_task))
+        if unknown:
+            raise ValueError(f"{record.name} trained on {unknown}, which its evaluation does not score; "
+                             f"it scores {every_task}")
+        others = [task for task in every_task if task not in record.trained_tasks]
+        for label, tasks in ((f"trained ({len(record.trained_tasks)})", list(record.trained_tasks)),
+                             (f"others ({len(others)})", others)):
+            if not tasks:
+                continue
+            before = record.mean_over_tasks(0, tasks)
+            cells = [f"{record.mean_over_tasks(step, tasks):.2f} "
+                     f"({round(100 * (record.mean_over_tasks(step, tasks) - before)):+d})"
+                     if record.has(step) else "-" for step in steps]
+            lines.append(table_row([str(record.seed), f"`{record.name}`", label, f"{before:.2f}", *cells]))
+    return "\n".join(lines)
+
+
 def chain_table(records: list[RunRecord], steps: list[int]) -> str:
     """CALVIN's chain figures before RL and after each of ``steps`` a run has reached, one row each."""
     header = ["seed", "run", "policy", *(f"{k}/{CHAIN_LENGTH}" for k in range(1, CHAIN_LENGTH + 1)), "average length"]
@@ -233,6 +271,9 @@ def main(argv: list[str] | None = None) -> None:
         print(task_table(finished, last))
         if args.groups:
             print("\n" + group_table(finished, last, args.groups, args.split))
+    trained_on_some = [record for record in records if record.trained_tasks]
+    if trained_on_some:
+        print("\n" + trained_table(trained_on_some, args.steps))
     if args.splits:
         print("\n" + split_table(records, args.steps, args.splits))
     if args.chains:

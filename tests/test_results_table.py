@@ -190,3 +190,28 @@ def test_split_table_gives_each_named_split_its_success_and_lift(tmp_path):
     with pytest.raises(ValueError, match="logs no eval/vision/success_once"):
         script.split_table([script.read_record(folder)], [2], ["vision"])
 
+
+
+def test_trained_table_parts_the_tasks_rl_played_from_the_others(tmp_path):
+    """A run with ``rollout.tasks`` (MT50's focus lever): the trained tasks' mean and the others', each lifted."""
+    folder = write_record(tmp_path / "mt50-focus-seed0", 0, 4, [
+        evaluation(0, {"door-open-v3": 0.2, "reach-v3": 0.0, "push-v3": 0.4}), *training_steps(1, 2),
+        evaluation(2, {"door-open-v3": 0.6, "reach-v3": 0.4, "push-v3": 0.2})], in_rl=True)
+    results = json.loads((folder / "results.json").read_text())
+    results["config"] = {"runner": {"seed": 0, "max_steps": 4}, "rollout": {"tasks": ["door-open-v3", "reach-v3"]}}
+    (folder / "results.json").write_text(json.dumps(results))
+    script = load_script()
+    record = script.read_record(folder)
+    table = script.trained_table([record], [2, 4]).splitlines()
+    assert table[0] == "| seed | run | tasks | SFT (before RL) | after 2 RL steps (lift) | after 4 RL steps (lift) |"
+    assert table[2:] == ["| 0 | `mt50-focus-seed0` | trained (2) | 0.10 | 0.50 (+40) | - |",
+                         "| 0 | `mt50-focus-seed0` | others (1) | 0.40 | 0.20 (-20) | - |"]
+    results["config"]["rollout"]["tasks"] = ["door-open-v3", "drawer-open-v3"]
+    (folder / "results.json").write_text(json.dumps(results))
+    with pytest.raises(ValueError, match=r"trained on \['drawer-open-v3'\], which its evaluation does not score"):
+        script.trained_table([script.read_record(folder)], [2])
+
+
+def test_main_prints_the_trained_table_only_for_runs_that_trained_on_some_tasks(records, capsys):
+    load_script().main([str(path) for path in records] + ["--steps", "4"])
+    assert "trained (" not in capsys.readouterr().out

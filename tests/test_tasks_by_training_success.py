@@ -1,0 +1,66 @@
+"""scripts/tasks_by_training_success.py on metrics it writes itself: the tasks a run's rollouts solve sometimes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("tasks_by_training_success",
+                                                  ROOT / "scripts" / "tasks_by_training_success.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def metrics(tmp_path):
+    """Steps 1-3 of a three-task run, an evaluation line at step 0, and step 2 replayed by a resume."""
+    lines = [{"step": 0, "eval/success_once": 0.5},
+             {"step": 1, "env/success_once/reach-v3": 0.0, "env/success_once/door-open-v3": 0.2,
+              "env/success_once/push-v3": 1.0},
+             {"step": 2, "env/success_once/reach-v3": 0.9, "env/success_once/door-open-v3": 0.2,
+              "env/success_once/push-v3": 1.0},
+             {"step": 2, "env/success_once/reach-v3": 0.1, "env/success_once/door-open-v3": 0.4,
+              "env/success_once/push-v3": 1.0},
+             {"step": 3, "env/success_once/reach-v3": 0.5, "env/success_once/door-open-v3": 0.6,
+              "env/success_once/push-v3": 0.8}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_each_task_averages_the_steps_asked_for_a_replayed_step_counting_once(metrics):
+    means = load_script().mean_training_success(metrics, 1, 2)
+    assert means == pytest.approx({"reach-v3": 0.05, "door-open-v3": 0.3, "push-v3": 1.0})
+
+
+def test_the_tasks_between_low_and_high_leave_out_high_itself(metrics):
+    script = load_script()
+    means = script.mean_training_success(metrics, 1, 3)
+    assert script.tasks_between(means, 0.1, 0.9) == ["reach-v3", "door-open-v3"]
+    assert script.tasks_between(means, 0.3, 0.5) == ["door-open-v3"]
+    assert script.tasks_between(means, 0.0, means["push-v3"]) == ["reach-v3", "door-open-v3"]
+
+
+def test_main_prints_the_override_that_trains_on_the_picked_tasks(metrics, capsys):
+    load_script().main([str(metrics), "--steps", "1", "3", "--between", "0.3", "0.9"])
+    out = capsys.readouterr().out
+    assert "1 of 3 tasks in [0.3, 0.9):" in out
+    assert out.splitlines()[-1] == "'rollout.tasks=[door-open-v3]'"
+
+
+def test_steps_without_per_task_success_or_a_reversed_range_are_refused(metrics):
+    script = load_script()
+    with pytest.raises(ValueError, match="logs no env/success_once/<task> between steps 4 and 9"):
+        script.mean_training_success(metrics, 4, 9)
+    with pytest.raises(ValueError, match="FIRST <= LAST; got 3 1"):
+        script.mean_training_success(metrics, 3, 1)
