@@ -155,7 +155,12 @@ def seed_table(records: list[RunRecord], steps: list[int]) -> str:
 def success_and_lift(record: RunRecord, step: int, metric: str = MEAN_METRIC) -> str:
     if not record.has(step):
         return "-"
-    return f"{record.success(step, metric):.2f} ({round(record.lift(step, metric)):+d})"
+    return value_and_lift(record.success(step, metric), record.success(0, metric))
+
+
+def value_and_lift(after: float, before: float) -> str:
+    """``0.45 (+16)``: a success after some RL steps and its lift in points over ``before``."""
+    return f"{after:.2f} ({round(100 * (after - before)):+d})"
 
 
 def task_table(records: list[RunRecord], last_step: int) -> str:
@@ -212,9 +217,8 @@ def trained_table(records: list[RunRecord], steps: list[int]) -> str:
             if not tasks:
                 continue
             before = record.mean_over_tasks(0, tasks)
-            cells = [f"{record.mean_over_tasks(step, tasks):.2f} "
-                     f"({round(100 * (record.mean_over_tasks(step, tasks) - before)):+d})"
-                     if record.has(step) else "-" for step in steps]
+            cells = [value_and_lift(record.mean_over_tasks(step, tasks), before) if record.has(step) else "-"
+                     for step in steps]
             lines.append(table_row([str(record.seed), f"`{record.name}`", label, f"{before:.2f}", *cells]))
     return "\n".join(lines)
 

@@ -39,9 +39,14 @@ def mean_training_success(metrics_path: Path, first: int, last: int) -> dict[str
     return {task: sum(values) / len(values) for task, values in logged.items()}
 
 
+def least_solved_first(means: dict[str, float]) -> list[tuple[str, float]]:
+    """``(task, mean)`` pairs from the least solved up, ties by name."""
+    return sorted(means.items(), key=lambda item: (item[1], item[0]))
+
+
 def tasks_between(means: dict[str, float], low: float, high: float) -> list[str]:
-    """The tasks whose mean lies in ``[low, high)``, from the least solved up (ties by name)."""
-    return [task for task, mean in sorted(means.items(), key=lambda item: (item[1], item[0])) if low <= mean < high]
+    """The tasks whose mean lies in ``[low, high)``, from the least solved up."""
+    return [task for task, mean in least_solved_first(means) if low <= mean < high]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     means = mean_training_success(args.metrics, *args.steps)
     picked = tasks_between(means, *args.between)
-    for task, mean in sorted(means.items(), key=lambda item: (item[1], item[0])):
+    for task, mean in least_solved_first(means):
         print(f"{task:32s} {mean:.2f}{'  *' if task in picked else ''}")
     print(f"\n{len(picked)} of {len(means)} tasks in [{args.between[0]}, {args.between[1]}):")
     print(f"'rollout.tasks=[{','.join(picked)}]'")

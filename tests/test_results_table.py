@@ -191,7 +191,6 @@ def test_split_table_gives_each_named_split_its_success_and_lift(tmp_path):
         script.split_table([script.read_record(folder)], [2], ["vision"])
 
 
-
 def test_trained_table_parts_the_tasks_rl_played_from_the_others(tmp_path):
     """A run with ``rollout.tasks`` (MT50's focus lever): the trained tasks' mean and the others', each lifted."""
     folder = write_record(tmp_path / "mt50-focus-seed0", 0, 4, [
