@@ -143,6 +143,26 @@ def test_rollout_tasks_are_what_training_plays_while_evaluation_and_collection_k
             validate(mt10(f"rollout.tasks={tasks}"))
 
 
+def test_task_repeats_deal_the_named_tasks_more_often_and_each_env_keeps_its_task():
+    from vlarl_trainer.rl.validation import validate
+
+    subset = ["door-open-v3", "window-close-v3", "drawer-open-v3", "push-v3", "reach-v3"]
+    config = mt10("env.num_envs=16", "actor.global_batch_size=160", "actor.micro_batch_size=80",
+                  f"rollout.tasks=[{','.join(subset)}]", "rollout.task_repeats={door-open-v3: 3,push-v3: 2}")
+    steps = [training_options(config, step, epoch) for step in range(3) for epoch in range(2)]
+    for options in steps:  # a deal of 8: door-open three times, push twice, the other three once
+        assert Counter(entry["task"] for entry in options) == {"door-open-v3": 6, "push-v3": 4, "window-close-v3": 2,
+                                                               "drawer-open-v3": 2, "reach-v3": 2}
+    for env in range(16):
+        assert len({options[env]["task"] for options in steps}) == 1
+    validate(config)
+    for repeats, outside, below_one in (("{hammer-v3: 2}", "['hammer-v3']", "{}"),
+                                        ("{push-v3: 0}", "[]", "{'push-v3': 0}")):
+        with pytest.raises(ValueError, match=re.escape(f"of which {outside} are not training tasks and {below_one} "
+                                                       "are below 1")):
+            validate(mt10(f"rollout.tasks=[{','.join(subset)}]", f"rollout.task_repeats={repeats}"))
+
+
 def one_stage_of(envs_per_stage: int):
     """One env worker's stage of ``envs_per_stage`` envs and no processes, for ``evaluate`` over
     ``fake_episodes``."""

@@ -107,6 +107,10 @@ class RolloutConfig:
     """The tasks the training rollouts play, a subset of the env's (None: all of them); evaluations still
     score every task. On a CPU this spends a step's episodes on the tasks RL can move (those the SFT policy
     solves sometimes but not always) while the held-out score keeps every task."""
+    task_repeats: dict[str, int] = field(default_factory=dict)
+    """How many times a step deals the named training tasks for each time it deals the others (default 1):
+    ``{door-open-v3: 2}`` gives door-open twice the episodes, so a step spends most of its episodes on the
+    tasks RL can move while the others still play often enough to stay reinforced."""
     deterministic: bool = False
     """Deterministic actions in training rollouts (tests and debugging)."""
     video_interval: int = 0
@@ -337,11 +341,12 @@ CHOSEN_GROUPS = ("recipe", "job", "env", "policy", "algorithm")
 
 
 OPEN_MAPPINGS = ("env.kwargs", "policy.kwargs", "eval.env_kwargs", "eval.training_env_splits",
-                 "cluster.component_placement", "collect.task_episodes")
+                 "cluster.component_placement", "collect.task_episodes", "rollout.task_repeats")
 """Mappings whose keys a job or the command line may add to, where every other key of the tree is fixed by
 the schema: keywords for ``gym.make`` and ``vlarl_policies.make`` (which reject unknown ones themselves),
 ``eval.training_env_splits={abc_test: test}`` naming a split, ``cluster.component_placement={env: "0:0-1"}``
-moving env off a recipe's shared placement, and ``collect.task_episodes={reach-v3: 5}`` naming a task."""
+moving env off a recipe's shared placement, and ``collect.task_episodes={reach-v3: 5}`` and
+``rollout.task_repeats={reach-v3: 2}`` naming a task."""
 
 
 def schema() -> Any:

@@ -20,12 +20,14 @@ def training_options(config: VlarlConfig, step: int, epoch: int) -> list[dict[st
     and when the env count (GRPO: group count) is a multiple of the task count each env keeps
     one task, so it builds one simulator instead of one per task (20 MT10 envs holding all 200
     MetaWorld simulators take 19 GB). Otherwise the deal rotates from step to step over all tasks. Only
-    ``rollout.tasks`` are dealt where it names some."""
+    ``rollout.tasks`` are dealt where it names some, each as many times in a deal as
+    ``rollout.task_repeats`` says (the env count then keeps one task per env at a multiple of the deal's
+    length)."""
     rng = np.random.default_rng([config.runner.seed, step, epoch])
     num_envs = config.env.num_envs
     group = config.algorithm.group_size if config.algorithm.name == "grpo" else 1
     ids = np.repeat(rng.integers(0, 2**31, num_envs // group), group)
-    tasks = training_tasks(config)
+    tasks = dealt_tasks(config)
     units, deal = num_envs // group, step * config.rollout.rollout_epoch + epoch
     return [{"episode_id": int(episode_id), "split": "train",
              "task": tasks[(index // group + deal * units) % len(tasks)]}
@@ -43,6 +45,20 @@ def training_tasks(config: VlarlConfig) -> list[str]:
         raise ValueError(f"rollout.tasks must be distinct tasks of {config.env.id} (with env.kwargs), at least one; "
                          f"got {list(chosen)}, of which {outside} it does not play; expected a subset of {tasks}")
     return list(chosen)
+
+
+def dealt_tasks(config: VlarlConfig) -> list[str]:
+    """One deal of the training tasks: each task ``rollout.task_repeats`` times in a row (default once);
+    a ValueError names a repeated task that is not a training task or a count below 1."""
+    tasks = training_tasks(config)
+    repeats = dict(config.rollout.task_repeats)
+    outside = [task for task in repeats if task not in tasks]
+    below_one = {task: count for task, count in repeats.items() if count < 1}
+    if outside or below_one:
+        raise ValueError(f"rollout.task_repeats must map training tasks to counts of at least 1; got {repeats}, "
+                         f"of which {outside} are not training tasks and {below_one} are below 1; the training "
+                         f"tasks are {tasks}")
+    return [task for task in tasks for _ in range(repeats.get(task, 1))]
 
 
 def success_per_task(epochs: list[dict[str, Any]]) -> dict[str, float]:

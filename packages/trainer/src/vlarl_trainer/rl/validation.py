@@ -17,7 +17,7 @@ from vlarl_trainer.config import ALGORITHMS, EVAL_SAMPLING_MODES, LR_SCHEDULES, 
 from vlarl_trainer.metrics import check_loggers
 from vlarl_trainer.rl.eval_env import check_calvin_chains, check_eval_splits, evaluation_env
 from vlarl_trainer.rl.placement import parse_component_placement
-from vlarl_trainer.rl.training_episodes import training_tasks
+from vlarl_trainer.rl.training_episodes import dealt_tasks
 
 
 @dataclass(frozen=True)
@@ -309,7 +309,7 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
             f"workers ({actor.micro_batch_size} x {actor_workers} = {per_rank})",
         )
         require(config.runner.max_steps >= 1, f"runner.max_steps must be >= 1, got {config.runner.max_steps}")
-        training_tasks(config)
+        dealt_tasks(config)
         require(
             not (actor.offload and actor.strategy == "ddp" and actor_workers > 1),
             f"actor.offload with actor.strategy=ddp moves each rank's whole policy off the GPU between updates, "
