@@ -14,7 +14,8 @@ groups' unweighted mean (RLinf's "Avg.") and the mean over every episode. With `
 each named split's success and lift (CALVIN's ``test abc_test``). With ``--chains``, a table of
 CALVIN's chains: the success of 1 to 5 tasks in a row and the average length, before RL and after each
 of ``--steps``. A run whose config trained on some of the tasks only (``rollout.tasks``) also gets a table
-of the trained tasks' and the other tasks' test success, before RL and after each of ``--steps``.
+of the trained tasks' and the other tasks' test success, before RL and after each of ``--steps``; one
+where ``rollout.task_repeats`` deals some tasks more often has a row for each count of deals.
 
     uv run --locked python scripts/results_table.py docs/results/main-job-runs/mt50-seed0 --steps 15 30 \
         --groups easy medium hard very_hard
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vlarl_trainer.metrics import logged_seconds, read_metrics
@@ -64,6 +65,8 @@ class RunRecord:
     """RL step -> the seconds its training step and its evaluation (if any) took."""
     trained_tasks: tuple[str, ...] = ()
     """The config's ``rollout.tasks``: the tasks RL played, where it played some of them only."""
+    task_repeats: dict[str, int] = field(default_factory=dict)
+    """The config's ``rollout.task_repeats``: how many times a step dealt the named trained tasks."""
 
     def success(self, step: int, metric: str = MEAN_METRIC) -> float:
         if step not in self.evaluations:
@@ -136,7 +139,8 @@ def read_record(path: Path) -> RunRecord:
     return RunRecord(name=path.name, seed=int(job_seed(job)), job_steps=job_steps(job),
                      job_seconds=job["seconds"], resumed=job.get("resumed_from_step") is not None,
                      evaluations=evaluations, logged_seconds=logged_seconds(metrics_path),
-                     trained_tasks=job_trained_tasks(job))
+                     trained_tasks=job_trained_tasks(job),
+                     task_repeats=dict(job.get("config", {}).get("rollout", {}).get("task_repeats") or {}))
 
 
 def seed_table(records: list[RunRecord], steps: list[int]) -> str:
@@ -202,7 +206,8 @@ def split_table(records: list[RunRecord], steps: list[int], splits: list[str]) -
 
 def trained_table(records: list[RunRecord], steps: list[int]) -> str:
     """The test success of the tasks RL trained on (``rollout.tasks``) and of the others, before RL and after
-    each of ``steps``, with the lift: two rows per run that trained on some tasks only."""
+    each of ``steps``, with the lift: two rows per run that trained on some tasks only, or one for each count
+    of deals (``rollout.task_repeats``) and the others."""
     header = ["seed", "run", "tasks", "SFT (before RL)", *(f"after {step} RL steps (lift)" for step in steps)]
     lines = [table_row(header), table_row(["---"] * len(header))]
     for record in records:
@@ -212,8 +217,7 @@ def trained_table(records: list[RunRecord], steps: list[int]) -> str:
             raise ValueError(f"{record.name} trained on {unknown}, which its evaluation does not score; "
                              f"it scores {every_task}")
         others = [task for task in every_task if task not in record.trained_tasks]
-        for label, tasks in ((f"trained ({len(record.trained_tasks)})", list(record.trained_tasks)),
-                             (f"others ({len(others)})", others)):
+        for label, tasks in (*trained_rows(record), (f"others ({len(others)})", others)):
             if not tasks:
                 continue
             before = record.mean_over_tasks(0, tasks)
@@ -221,6 +225,16 @@ def trained_table(records: list[RunRecord], steps: list[int]) -> str:
                      for step in steps]
             lines.append(table_row([str(record.seed), f"`{record.name}`", label, f"{before:.2f}", *cells]))
     return "\n".join(lines)
+
+
+def trained_rows(record: RunRecord) -> list[tuple[str, list[str]]]:
+    """The trained tasks as one row, or with ``rollout.task_repeats`` one row per count of deals, most first."""
+    if not record.task_repeats:
+        return [(f"trained ({len(record.trained_tasks)})", list(record.trained_tasks))]
+    deals = {task: record.task_repeats.get(task, 1) for task in record.trained_tasks}
+    return [(f"dealt {count}x ({len(tasks)})", tasks)
+            for count in sorted(set(deals.values()), reverse=True)
+            for tasks in [[task for task, dealt in deals.items() if dealt == count]]]
 
 
 def chain_table(records: list[RunRecord], steps: list[int]) -> str:

@@ -211,6 +211,23 @@ def test_trained_table_parts_the_tasks_rl_played_from_the_others(tmp_path):
         script.trained_table([script.read_record(folder)], [2])
 
 
+def test_trained_table_gives_each_count_of_deals_its_row(tmp_path):
+    """A run with ``rollout.task_repeats``: the tasks dealt twice, those dealt once and the untrained ones."""
+    folder = write_record(tmp_path / "mt50-repeat-seed0", 0, 2, [
+        evaluation(0, {"door-open-v3": 0.2, "reach-v3": 0.0, "push-v3": 0.4, "hammer-v3": 1.0}), *training_steps(1, 2),
+        evaluation(2, {"door-open-v3": 0.6, "reach-v3": 0.4, "push-v3": 0.6, "hammer-v3": 0.8})], in_rl=True)
+    results = json.loads((folder / "results.json").read_text())
+    results["config"] = {"runner": {"seed": 0, "max_steps": 2},
+                         "rollout": {"tasks": ["door-open-v3", "reach-v3", "push-v3"],
+                                     "task_repeats": {"door-open-v3": 2, "reach-v3": 2}}}
+    (folder / "results.json").write_text(json.dumps(results))
+    script = load_script()
+    table = script.trained_table([script.read_record(folder)], [2]).splitlines()
+    assert table[2:] == ["| 0 | `mt50-repeat-seed0` | dealt 2x (2) | 0.10 | 0.50 (+40) |",
+                         "| 0 | `mt50-repeat-seed0` | dealt 1x (1) | 0.40 | 0.60 (+20) |",
+                         "| 0 | `mt50-repeat-seed0` | others (1) | 1.00 | 0.80 (-20) |"]
+
+
 def test_main_prints_the_trained_table_only_for_runs_that_trained_on_some_tasks(records, capsys):
     load_script().main([str(path) for path in records] + ["--steps", "4"])
     assert "trained (" not in capsys.readouterr().out
