@@ -9,6 +9,14 @@ steps ``--steps FIRST LAST``, prints every task's mean, and prints the tasks who
     uv run --locked python scripts/tasks_by_training_success.py \
         docs/results/main-job-runs/mt50-seed0/rl/metrics.jsonl --steps 1 10 --between 0.1 0.7
 
+With ``--once LOW HIGH`` the tasks whose mean lies there train too, dealt once for each ``--repeats``
+deals (default 2) of the ``--between`` tasks (``rollout.task_repeats``), so that the tasks SFT solves keep
+playing while most episodes go to the ones RL can move; it prints the deal's length, of which
+``env.num_envs`` is a multiple when each env keeps one task:
+
+    uv run --locked python scripts/tasks_by_training_success.py \
+        docs/results/main-job-runs/mt50-seed0/rl/metrics.jsonl --steps 1 10 --between 0.05 0.7 --once 0.7 1.01
+
 The tasks come from training rollouts, so picking them does not look at the held-out test split.
 """
 
@@ -56,13 +64,33 @@ def main(argv: list[str] | None = None) -> None:
                         help="the RL steps to average over, both included")
     parser.add_argument("--between", nargs=2, type=float, required=True, metavar=("LOW", "HIGH"),
                         help="keep the tasks whose mean training success is at least LOW and below HIGH")
+    parser.add_argument("--once", nargs=2, type=float, metavar=("LOW", "HIGH"),
+                        help="also train the tasks whose mean is at least LOW and below HIGH, dealt once for each "
+                             "--repeats deals of the --between tasks")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="with --once: how many times a deal holds each --between task (default 2)")
     args = parser.parse_args(argv)
     means = mean_training_success(args.metrics, *args.steps)
     picked = tasks_between(means, *args.between)
+    once = [task for task in tasks_between(means, *args.once) if task not in picked] if args.once else []
     for task, mean in least_solved_first(means):
-        print(f"{task:32s} {mean:.2f}{'  *' if task in picked else ''}")
+        print(f"{task:32s} {mean:.2f}{'  *' if task in picked else '  +' if task in once else ''}")
     print(f"\n{len(picked)} of {len(means)} tasks in [{args.between[0]}, {args.between[1]}):")
-    print(f"'rollout.tasks=[{','.join(picked)}]'")
+    if not once:
+        print(f"'rollout.tasks=[{','.join(picked)}]'")
+        return
+    print(f"and {len(once)} in [{args.once[0]}, {args.once[1]}) dealt once for each {args.repeats} deals of them, "
+          f"a deal of {len(picked) * args.repeats + len(once)} tasks:")
+    print(repeated_overrides(picked, once, args.repeats))
+
+
+def repeated_overrides(repeated: list[str], once: list[str], repeats: int) -> str:
+    """The ``rollout.tasks`` and ``rollout.task_repeats`` overrides that deal ``repeated`` ``repeats`` times for
+    each deal of ``once``."""
+    if repeats < 1:
+        raise ValueError(f"--repeats must be at least 1, got {repeats}")
+    counts = ",".join(f"{task}: {repeats}" for task in repeated)
+    return f"'rollout.tasks=[{','.join(repeated + once)}]' 'rollout.task_repeats={{{counts}}}'"
 
 
 if __name__ == "__main__":

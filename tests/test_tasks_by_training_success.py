@@ -58,6 +58,29 @@ def test_main_prints_the_override_that_trains_on_the_picked_tasks(metrics, capsy
     assert out.splitlines()[-1] == "'rollout.tasks=[door-open-v3]'"
 
 
+def test_main_with_once_deals_the_picked_tasks_more_often_than_the_solved_ones(metrics, capsys):
+    load_script().main([str(metrics), "--steps", "1", "3", "--between", "0.1", "0.9", "--once", "0.9", "1.01",
+                        "--repeats", "3"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == "and 1 in [0.9, 1.01) dealt once for each 3 deals of them, a deal of 7 tasks:"
+    assert out[-1] == ("'rollout.tasks=[reach-v3,door-open-v3,push-v3]' "
+                       "'rollout.task_repeats={reach-v3: 3,door-open-v3: 3}'")
+    assert "push-v3                          0.93  +" in out
+
+
+def test_the_printed_overrides_compose_into_the_deal_they_name():
+    """What the script prints is what the trainer's config and deal accept."""
+    from vlarl_trainer.config import load_config
+    from vlarl_trainer.rl.training_episodes import dealt_tasks
+
+    printed = load_script().repeated_overrides(["reach-v3", "door-open-v3"], ["push-v3"], 2)
+    overrides = [part.strip("'") for part in printed.split("' '")]
+    config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", *overrides])
+    assert dealt_tasks(config) == ["reach-v3", "reach-v3", "door-open-v3", "door-open-v3", "push-v3"]
+    with pytest.raises(ValueError, match="--repeats must be at least 1, got 0"):
+        load_script().repeated_overrides(["reach-v3"], ["push-v3"], 0)
+
+
 def test_steps_without_per_task_success_or_a_reversed_range_are_refused(metrics):
     script = load_script()
     with pytest.raises(ValueError, match="logs no env/success_once/<task> between steps 4 and 9"):
