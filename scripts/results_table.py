@@ -124,9 +124,14 @@ def job_steps(job: dict) -> int:
     return int(job["config"]["runner"]["max_steps"] if "config" in job else job["preset"]["rl"]["steps"])
 
 
+def job_rollout(job: dict) -> dict:
+    """The config tree's ``rollout`` settings (empty in records written before the main job kept its tree)."""
+    return job.get("config", {}).get("rollout", {})
+
+
 def job_trained_tasks(job: dict) -> tuple[str, ...]:
-    """The config tree's ``rollout.tasks`` (empty in records written before the main job kept its tree)."""
-    return tuple(job.get("config", {}).get("rollout", {}).get("tasks") or ())
+    """The config tree's ``rollout.tasks``, empty where the run trained on every task."""
+    return tuple(job_rollout(job).get("tasks") or ())
 
 
 def read_record(path: Path) -> RunRecord:
@@ -140,7 +145,7 @@ def read_record(path: Path) -> RunRecord:
                      job_seconds=job["seconds"], resumed=job.get("resumed_from_step") is not None,
                      evaluations=evaluations, logged_seconds=logged_seconds(metrics_path),
                      trained_tasks=job_trained_tasks(job),
-                     task_repeats=dict(job.get("config", {}).get("rollout", {}).get("task_repeats") or {}))
+                     task_repeats=dict(job_rollout(job).get("task_repeats") or {}))
 
 
 def seed_table(records: list[RunRecord], steps: list[int]) -> str:
@@ -231,10 +236,10 @@ def trained_rows(record: RunRecord) -> list[tuple[str, list[str]]]:
     """The trained tasks as one row, or with ``rollout.task_repeats`` one row per count of deals, most first."""
     if not record.task_repeats:
         return [(f"trained ({len(record.trained_tasks)})", list(record.trained_tasks))]
-    deals = {task: record.task_repeats.get(task, 1) for task in record.trained_tasks}
-    return [(f"dealt {count}x ({len(tasks)})", tasks)
-            for count in sorted(set(deals.values()), reverse=True)
-            for tasks in [[task for task, dealt in deals.items() if dealt == count]]]
+    by_count: dict[int, list[str]] = {}
+    for task in record.trained_tasks:
+        by_count.setdefault(record.task_repeats.get(task, 1), []).append(task)
+    return [(f"dealt {count}x ({len(tasks)})", tasks) for count, tasks in sorted(by_count.items(), reverse=True)]
 
 
 def chain_table(records: list[RunRecord], steps: list[int]) -> str:

@@ -79,9 +79,10 @@ def main(argv: list[str] | None = None) -> None:
     if not once:
         print(f"'rollout.tasks=[{','.join(picked)}]'")
         return
+    overrides = repeated_overrides(picked, once, args.repeats)
     print(f"and {len(once)} in [{args.once[0]}, {args.once[1]}) dealt once for each {args.repeats} deals of them, "
           f"a deal of {len(picked) * args.repeats + len(once)} tasks:")
-    print(repeated_overrides(picked, once, args.repeats))
+    print(overrides)
 
 
 def repeated_overrides(repeated: list[str], once: list[str], repeats: int) -> str:
