@@ -33,3 +33,17 @@ def test_every_policy_provides_what_the_trainer_reads(name):
     policy.set_state_stats(**statistics)
     assert type(policy).set_state_stats is not VLAPolicy.set_state_stats
     assert all(torch.isfinite(parameter).all() for parameter in policy.parameters())
+
+
+@pytest.mark.parametrize("name", available_policies())
+def test_example_forward_inputs_have_the_keys_shapes_and_dtypes_act_stores(name, make_obs):
+    """A dry run's memory estimate feeds ``evaluate_actions`` these instead of a sampled chunk's."""
+    policy = vlarl_policies.make(name, preset="tiny", action_dim=3, state_dim=5, tokenizer_corpus=["pick up"])
+    obs = make_obs(4)
+    stored = policy.act(obs).forward_inputs
+    example = policy.example_forward_inputs(obs)
+    assert {key: (tuple(t.shape), t.dtype) for key, t in example.items()} == {
+        key: (tuple(t.shape), t.dtype) for key, t in stored.items()}
+    recomputed = policy.evaluate_actions(example)
+    assert recomputed.logprobs.shape == policy.evaluate_actions(stored).logprobs.shape
+    assert torch.isfinite(recomputed.logprobs).all()

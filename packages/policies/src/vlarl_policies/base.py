@@ -174,6 +174,13 @@ class VLAPolicy(nn.Module):
         """
 
     @abstractmethod
+    def example_forward_inputs(self, obs_batch: Mapping[str, Any]) -> dict[str, Tensor]:
+        """``forward_inputs`` with the keys, shapes and dtypes ``act(obs_batch)`` gives, without running the
+        model: the observations encoded as ``act`` encodes them, the sampled parts (chains, action tokens)
+        as placeholders. It is what a memory estimate of ``evaluate_actions`` needs, at the cost of the
+        encoding alone where ``act`` would run the whole model (a dry run at published size)."""
+
+    @abstractmethod
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         """Recompute the transformer layers' activations in the backward pass instead of keeping them
         (``enabled``), or keep them again.

@@ -190,6 +190,13 @@ class OpenVLAPolicy(VLAPolicy):
             forward_inputs=forward_inputs,
         )
 
+    def example_forward_inputs(self, obs_batch: Mapping[str, Any]) -> dict[str, Tensor]:
+        """The encoded observations and every action token at the first bin's id."""
+        config = self.config
+        inputs = self.observation_encoder(obs_batch)
+        shape = (inputs["tokens"].shape[0], config.action_chunk, config.action_dim)
+        return {**inputs, "action_tokens": torch.full(shape, config.action_token_begin, dtype=torch.long)}
+
     def sample_bins(self, inputs: Mapping[str, Tensor], deterministic: bool, generator: Generators
                     ) -> tuple[Tensor, Tensor, Tensor]:
         """Bins [B, C * A], their log-probs [B, C * A] and the prompt's last hidden state [B, W].

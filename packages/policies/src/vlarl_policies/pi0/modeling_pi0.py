@@ -228,6 +228,21 @@ class Pi0Policy(VLAPolicy):
             forward_inputs=forward_inputs,
         )
 
+    def example_forward_inputs(self, obs_batch: Mapping[str, Any]) -> dict[str, Tensor]:
+        """The encoded observations, zero chains and as many stochastic steps as ``act`` stores. A drawn step
+        is the last one here, never the first: the critic then needs an expert column of its own in
+        ``evaluate_actions``, the costlier of the two cases a sampled batch can give."""
+        config = self.config
+        inputs = self.observation_encoder(obs_batch)
+        batch = inputs["states"].shape[0]
+        steps = self._stochastic_steps(batch, deterministic=False, generator=None)
+        return {
+            **inputs,
+            "chains": torch.zeros(batch, config.num_steps + 1, config.action_horizon, config.max_action_dim),
+            "denoise_inds": steps if config.joint_logprob else torch.full_like(steps, config.num_steps - 1),
+            "noise_levels": torch.full((batch,), self.sampling_noise_level),
+        }
+
     def evaluate_actions(self, forward_inputs: Mapping[str, Tensor], compute_entropy: bool = True,
                          compute_values: bool = True) -> EvalOutput:
         """Recompute log-probs [B, C, A] (entropy for flow_noise, values [B]) of stored chains, with gradients.

@@ -2,9 +2,9 @@
 
 Parameters, gradients and optimizer state are counted exactly from the policy's parameter shapes,
 the precision and FSDP's sharding. Activations are the tensors ``evaluate_actions`` keeps for the backward
-pass on one micro-batch, counted by running ``act`` and ``evaluate_actions`` on fake tensors (shapes and
-dtypes, no data), so the published sizes cost no memory and a second or two. Branches that depend
-on values take the costlier side: every check passes, every sampling step is a stochastic one.
+pass on one micro-batch, counted by running ``evaluate_actions`` on fake tensors (shapes and dtypes, no
+data) with the policy's ``example_forward_inputs`` (what ``act`` would store, without sampling), so the
+published sizes cost no memory. Branches that depend on values take the costlier side: every check passes.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def estimate_actor_memory(config: VlarlConfig, layout: Layout, observation_space
         policy.set_gradient_checkpointing(True)
     with AssumeChecksPass():
         obs = observation_batch(observation_space, config.actor.micro_batch_size, instructions[0])
-        forward_inputs = policy.act(obs).forward_inputs
+        forward_inputs = policy.example_forward_inputs(obs)
         activations, updated = saved_activation_bytes(
             policy, forward_inputs, config.actor.precision,
             compute_entropy=config.algorithm.entropy_coef > 0, compute_values=policy.value_head is not None)
