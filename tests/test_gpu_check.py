@@ -3,7 +3,6 @@ bad input is refused before anything is written, and the CPU dry run writes each
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -12,16 +11,11 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from vlarl_trainer.testing import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 CHECK = ROOT / "scripts" / "gpu_check.sh"
 PROJECT_PACKAGES = ("algos", "envs", "policies", "trainer")
-
-
-def load_bundle_module():
-    spec = importlib.util.spec_from_file_location("gpu_bundle", ROOT / "scripts" / "gpu_bundle.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def requirement_name(requirement: str) -> str:
@@ -29,7 +23,7 @@ def requirement_name(requirement: str) -> str:
 
 
 def test_every_dependency_of_the_check_is_on_the_gpu_machine_or_in_the_bundle():
-    bundle = load_bundle_module()
+    bundle = load_script(ROOT / "scripts" / "gpu_bundle.py")
     needed = set()
     for package in PROJECT_PACKAGES:
         project = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]
@@ -42,7 +36,7 @@ def test_every_dependency_of_the_check_is_on_the_gpu_machine_or_in_the_bundle():
 
 
 def test_the_bundle_ships_the_locked_versions():
-    bundle = load_bundle_module()
+    bundle = load_script(ROOT / "scripts" / "gpu_bundle.py")
     versions = bundle.locked_versions(bundle.PACKAGES)
     assert versions["ray"] and versions["metaworld"] and set(versions) == set(bundle.PACKAGES)
     with pytest.raises(SystemExit, match="uv.lock has no version of \\['no-such-package'\\]"):

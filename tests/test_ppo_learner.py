@@ -1,7 +1,5 @@
 """benchmarks/ppo_learner.py: same network and same update as Stable-Baselines3, env checks, learning."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -12,18 +10,9 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from vlarl_trainer.testing import load_script
 
-def _load_learner():
-    """The benchmark's learner module, imported from its file (benchmarks/ is no package)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ppo_learner.py"
-    spec = importlib.util.spec_from_file_location("ppo_learner", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ppo_learner"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-_learner = _load_learner()
+_learner = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "ppo_learner.py")
 ActorCritic, PPOConfig, _collect, _Rollout, _update, train_ppo = (
     _learner.ActorCritic, _learner.PPOConfig, _learner._collect, _learner._Rollout, _learner._update,
     _learner.train_ppo)

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from vlarl_trainer.testing import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("results_table", ROOT / "scripts" / "results_table.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = ROOT / "scripts" / "results_table.py"
 
 
 def evaluation(step: int, per_task: dict[str, float]) -> dict:
@@ -58,7 +53,7 @@ def records(tmp_path):
 
 
 def test_seed_table_reads_every_evaluation_and_the_lift(records):
-    script = load_script()
+    script = load_script(SCRIPT)
     finished, continued = (script.read_record(path) for path in records)
     table = script.seed_table([finished, continued], [2, 4]).splitlines()
     assert table[0] == ("| seed | run | SFT (before RL) | after 2 RL steps (lift) | after 4 RL steps (lift) | "
@@ -78,7 +73,7 @@ def test_a_job_still_running_reads_its_job_json_and_shows_the_steps_it_lacks(tmp
     (folder / "job.json").write_text(json.dumps(job))
     lines = [evaluation(0, {"door-open-v3": 0.0, "reach-v3": 0.0}), *training_steps(1, 2)]
     (folder / "rl" / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    script = load_script()
+    script = load_script(SCRIPT)
     row = script.seed_table([script.read_record(folder)], [2, 4]).splitlines()[2]
     assert row == "| 2 | `running-seed2` | 0.00 | - | - | 4 min* to step 0 |"
 
@@ -92,7 +87,7 @@ def test_a_job_json_of_the_config_tree_reads_its_seed_and_steps_from_the_tree(tm
     lines = [evaluation(0, {"door-open-v3": 0.0, "reach-v3": 0.0}), *training_steps(1, 4),
              evaluation(4, {"door-open-v3": 0.5, "reach-v3": 0.0})]
     (folder / "rl" / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    record = load_script().read_record(folder)
+    record = load_script(SCRIPT).read_record(folder)
     assert (record.seed, record.job_steps, record.lift(4)) == (1, 4, 25.0)
 
 
@@ -100,41 +95,41 @@ def test_a_job_finished_by_resume_keeps_its_total_and_marks_it_summed(tmp_path):
     lines = [evaluation(0, {"door-open-v3": 0.0, "reach-v3": 0.0}), *training_steps(1, 2),
              evaluation(2, {"door-open-v3": 0.5, "reach-v3": 0.0})]
     folder = write_record(tmp_path / "resumed-seed1", 1, 2, lines, in_rl=True, resumed_from=1)
-    script = load_script()
+    script = load_script(SCRIPT)
     assert script.read_record(folder).wall_minutes(2) == (50.0, True)
     row = script.seed_table([script.read_record(folder)], [2]).splitlines()[2]
     assert row == "| 1 | `resumed-seed1` | 0.00 | 0.25 (+25) | 50 min* to step 2 |"
 
 
 def test_task_table_compares_before_with_the_last_step(records):
-    script = load_script()
+    script = load_script(SCRIPT)
     table = script.task_table([script.read_record(path) for path in records], 4).splitlines()
     assert table[0] == "| task | seed 0 before | seed 0 after | seed 3 before | seed 3 after |"
     assert table[2:] == ["| door-open-v3 | 0.0 | 1.0 | 0.2 | 0.8 |", "| reach-v3 | 0.2 | 0.4 | 0.0 | 0.2 |"]
 
 
 def test_main_prints_the_tables_the_mean_lift_and_the_curves(records, capsys):
-    load_script().main([str(path) for path in records] + ["--steps", "2", "4"])
+    load_script(SCRIPT).main([str(path) for path in records] + ["--steps", "2", "4"])
     out = capsys.readouterr().out
     assert "Lift after 4 RL steps, 2 of 2 runs there: mean +50 points, smallest +40." in out
     assert "Held-out success at every evaluation: seed 0 0.10, 0.30, 0.70; seed 3 0.10, 0.30, 0.50." in out
 
 
 def test_a_missing_evaluation_names_the_steps_the_run_has(records):
-    script = load_script()
+    script = load_script(SCRIPT)
     with pytest.raises(ValueError, match=r"no evaluation after step 3; it has \[0, 2, 4\]"):
         script.read_record(records[0]).success(3)
 
 
 def test_a_folder_without_a_record_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="no results.json or job.json"):
-        load_script().read_record(tmp_path)
+        load_script(SCRIPT).read_record(tmp_path)
 
 
 def test_a_run_without_an_evaluation_before_rl_is_refused(tmp_path):
     folder = write_record(tmp_path / "run", 0, 2, training_steps(1, 2))
     with pytest.raises(ValueError, match="no evaluation before RL"):
-        load_script().read_record(folder)
+        load_script(SCRIPT).read_record(folder)
 
 
 def test_group_table_gives_each_group_its_mean_and_the_mean_of_groups(tmp_path):
@@ -144,7 +139,7 @@ def test_group_table_gives_each_group_its_mean_and_the_mean_of_groups(tmp_path):
 
     folder = write_record(tmp_path / "mt50-seed0", 0, 2, [grouped(0, 0.6, 0.1, 0.5), *training_steps(1, 2),
                                                           grouped(2, 0.8, 0.4, 0.7)], in_rl=True)
-    script = load_script()
+    script = load_script(SCRIPT)
     table = script.group_table([script.read_record(folder)], 2, ["easy", "hard"], "test").splitlines()
     assert table[0] == "| seed | run | policy | easy | hard | mean of groups | all episodes |"
     assert table[2:] == ["| 0 | `mt50-seed0` | SFT | 0.60 | 0.10 | 0.35 | 0.50 |",
@@ -163,7 +158,7 @@ def test_chain_table_gives_calvins_rates_and_average_length_at_every_evaluation_
 
     folder = write_record(tmp_path / "calvin-seed0", 0, 4, [with_chains(0, [0, 1, 0, 2]), *training_steps(1, 2),
                                                             with_chains(2, [1, 1, 3, 5])], in_rl=True)
-    script = load_script()
+    script = load_script(SCRIPT)
     table = script.chain_table([script.read_record(folder)], [2, 4]).splitlines()
     assert table[0] == "| seed | run | policy | 1/5 | 2/5 | 3/5 | 4/5 | 5/5 | average length |"
     assert table[2:] == ["| 0 | `calvin-seed0` | SFT | 50% | 25% | 0% | 0% | 0% | 0.75 |",
@@ -181,7 +176,7 @@ def test_split_table_gives_each_named_split_its_success_and_lift(tmp_path):
     folder = write_record(tmp_path / "calvin-seed0", 0, 4, [
         scored(0, 0.2, 0.3), *training_steps(1, 2), scored(2, 0.2, 0.4), *training_steps(3, 4),
         scored(4, 0.1, 0.5)], in_rl=True)
-    script = load_script()
+    script = load_script(SCRIPT)
     table = script.split_table([script.read_record(folder)], [2, 4, 6], ["test", "abc_test"]).splitlines()
     assert table[0] == ("| seed | run | split | SFT (before RL) | after 2 RL steps (lift) | after 4 RL steps (lift) | "
                         "after 6 RL steps (lift) |")
@@ -199,7 +194,7 @@ def test_trained_table_parts_the_tasks_rl_played_from_the_others(tmp_path):
     results = json.loads((folder / "results.json").read_text())
     results["config"] = {"runner": {"seed": 0, "max_steps": 4}, "rollout": {"tasks": ["door-open-v3", "reach-v3"]}}
     (folder / "results.json").write_text(json.dumps(results))
-    script = load_script()
+    script = load_script(SCRIPT)
     record = script.read_record(folder)
     table = script.trained_table([record], [2, 4]).splitlines()
     assert table[0] == "| seed | run | tasks | SFT (before RL) | after 2 RL steps (lift) | after 4 RL steps (lift) |"
@@ -221,7 +216,7 @@ def test_trained_table_gives_each_count_of_deals_its_row(tmp_path):
                          "rollout": {"tasks": ["door-open-v3", "reach-v3", "push-v3"],
                                      "task_repeats": {"door-open-v3": 2, "reach-v3": 2}}}
     (folder / "results.json").write_text(json.dumps(results))
-    script = load_script()
+    script = load_script(SCRIPT)
     table = script.trained_table([script.read_record(folder)], [2]).splitlines()
     assert table[2:] == ["| 0 | `mt50-repeat-seed0` | dealt 2x (2) | 0.10 | 0.50 (+40) |",
                          "| 0 | `mt50-repeat-seed0` | dealt 1x (1) | 0.40 | 0.60 (+20) |",
@@ -229,5 +224,5 @@ def test_trained_table_gives_each_count_of_deals_its_row(tmp_path):
 
 
 def test_main_prints_the_trained_table_only_for_runs_that_trained_on_some_tasks(records, capsys):
-    load_script().main([str(path) for path in records] + ["--steps", "4"])
+    load_script(SCRIPT).main([str(path) for path in records] + ["--steps", "4"])
     assert "trained (" not in capsys.readouterr().out

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from vlarl_trainer.testing import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("tasks_by_training_success",
-                                                  ROOT / "scripts" / "tasks_by_training_success.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = ROOT / "scripts" / "tasks_by_training_success.py"
 
 
 @pytest.fixture
@@ -39,12 +33,12 @@ def metrics(tmp_path):
 
 
 def test_each_task_averages_the_steps_asked_for_a_replayed_step_counting_once(metrics):
-    means = load_script().mean_training_success(metrics, 1, 2)
+    means = load_script(SCRIPT).mean_training_success(metrics, 1, 2)
     assert means == pytest.approx({"reach-v3": 0.05, "door-open-v3": 0.3, "push-v3": 1.0})
 
 
 def test_the_tasks_between_low_and_high_leave_out_high_itself(metrics):
-    script = load_script()
+    script = load_script(SCRIPT)
     means = script.mean_training_success(metrics, 1, 3)
     assert script.tasks_between(means, 0.1, 0.9) == ["reach-v3", "door-open-v3"]
     assert script.tasks_between(means, 0.3, 0.5) == ["door-open-v3"]
@@ -52,14 +46,14 @@ def test_the_tasks_between_low_and_high_leave_out_high_itself(metrics):
 
 
 def test_main_prints_the_override_that_trains_on_the_picked_tasks(metrics, capsys):
-    load_script().main([str(metrics), "--steps", "1", "3", "--between", "0.3", "0.9"])
+    load_script(SCRIPT).main([str(metrics), "--steps", "1", "3", "--between", "0.3", "0.9"])
     out = capsys.readouterr().out
     assert "1 of 3 tasks in [0.3, 0.9):" in out
     assert out.splitlines()[-1] == "'rollout.tasks=[door-open-v3]'"
 
 
 def test_main_with_once_deals_the_picked_tasks_more_often_than_the_solved_ones(metrics, capsys):
-    load_script().main([str(metrics), "--steps", "1", "3", "--between", "0.1", "0.9", "--once", "0.9", "1.01",
+    load_script(SCRIPT).main([str(metrics), "--steps", "1", "3", "--between", "0.1", "0.9", "--once", "0.9", "1.01",
                         "--repeats", "3"])
     out = capsys.readouterr().out.splitlines()
     assert out[-2] == "and 1 in [0.9, 1.01) dealt once for each 3 deals of them, a deal of 7 tasks:"
@@ -73,16 +67,16 @@ def test_the_printed_overrides_compose_into_the_deal_they_name():
     from vlarl_trainer.config import load_config
     from vlarl_trainer.rl.training_episodes import dealt_tasks
 
-    printed = load_script().repeated_overrides(["reach-v3", "door-open-v3"], ["push-v3"], 2)
+    printed = load_script(SCRIPT).repeated_overrides(["reach-v3", "door-open-v3"], ["push-v3"], 2)
     overrides = [part.strip("'") for part in printed.split("' '")]
     config = load_config(["recipe=metaworld_10_ppo_openpi_tiny", *overrides])
     assert dealt_tasks(config) == ["reach-v3", "reach-v3", "door-open-v3", "door-open-v3", "push-v3"]
     with pytest.raises(ValueError, match="--repeats must be at least 1, got 0"):
-        load_script().repeated_overrides(["reach-v3"], ["push-v3"], 0)
+        load_script(SCRIPT).repeated_overrides(["reach-v3"], ["push-v3"], 0)
 
 
 def test_steps_without_per_task_success_or_a_reversed_range_are_refused(metrics):
-    script = load_script()
+    script = load_script(SCRIPT)
     with pytest.raises(ValueError, match="logs no env/success_once/<task> between steps 4 and 9"):
         script.mean_training_success(metrics, 4, 9)
     with pytest.raises(ValueError, match="FIRST <= LAST; got 3 1"):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,23 +12,16 @@ from vlarl_envs.testing import require_simulator
 require_simulator("metaworld")
 
 import vlarl_policies
+from vlarl_trainer.testing import load_script
 
 pytestmark = pytest.mark.sim
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "exploration_spread.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("exploration_spread", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def script():
-    return load_script()
+    return load_script(SCRIPT)
 
 
 @pytest.fixture(scope="module")

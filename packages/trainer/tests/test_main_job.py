@@ -3,7 +3,6 @@ whole tiny run; and scripts/plot_learning_curve.py on synthetic metrics."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections import Counter
@@ -35,6 +34,7 @@ from vlarl_trainer.jobs.main_job import (
 from vlarl_trainer.plots import job_learning_curve, read_curve
 from vlarl_trainer.rl.evaluation import format_table
 from vlarl_trainer.rl.validation import validate
+from vlarl_trainer.testing import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = "recipe=metaworld_10_ppo_openpi_tiny"
@@ -441,13 +441,6 @@ def tiny_job(tmp_path, *overrides: str):
                         *overrides])
 
 
-def load_plot_script():
-    spec = importlib.util.spec_from_file_location("plot_learning_curve", ROOT / "scripts" / "plot_learning_curve.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def write_metrics(path: Path, successes: list[float]) -> Path:
     path.parent.mkdir(parents=True)
     lines = [{"step": 0, "eval/success_once": successes[0]}]
@@ -463,7 +456,7 @@ def dark_pixels(path: Path) -> int:
 
 
 def test_plot_script_draws_every_seed_and_the_mean(tmp_path):
-    plot_learning_curve = load_plot_script()
+    plot_learning_curve = load_script(ROOT / "scripts" / "plot_learning_curve.py")
     first = write_metrics(tmp_path / "seed0" / "metrics.jsonl", [0.1, 0.2, 0.4, 0.5])
     second = write_metrics(tmp_path / "seed1" / "rl" / "metrics.jsonl", [0.0, 0.3, 0.3, 0.6])
     (tmp_path / "seed0" / "config.yaml").write_text("runner:\n  seed: 0\n")

@@ -1,4 +1,5 @@
-"""A training run of seconds, for tests and benchmarks that need a whole run rather than a real one.
+"""What tests and benchmarks share: a training run of seconds, for those that need a whole run rather than a
+real one, and ``load_script`` for the repository's scripts.
 
     vlarl-train recipe=metaworld_10_ppo_openpi_tiny <SMALL_RUN ...> runner.max_steps=2
 
@@ -7,6 +8,12 @@ a step, in one pipeline stage of one env worker; the update makes two passes of 
 simulator's dense one, so every step's episodes differ in reward and the policy updates (a sparse reward
 at random init gives groups without signal, which ``algorithm.skip_no_signal`` leaves out).
 """
+
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
 
 SMALL_RUN = [
     "env.id=vlarl/MetaWorld-reach-v3",
@@ -27,3 +34,15 @@ SMALL_RUN = [
 REFERENCE_RUN = ["recipe=metaworld_10_ppo_openpi_tiny", *SMALL_RUN, "runner.max_steps=3", "runner.save_interval=1"]
 """Three steps of SMALL_RUN with the tiny pi0 and a checkpoint after each: the unbroken run that tests of
 resuming and of faults compare theirs with (the trainer's tests train it once a session)."""
+
+
+def load_script(path: str | os.PathLike) -> types.ModuleType:
+    """A file of the repository's scripts/ or benchmarks/ (folders that are no package) imported as a module
+    named after the file. It is registered in ``sys.modules`` under that name before it runs: a dataclass
+    looks its module up there."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
