@@ -38,7 +38,8 @@ lint:
 # Every test but the GPU and learning ones, simulator tests included, in TEST_WORKERS processes (pytest-xdist;
 # the tests that start Ray run in two groups, each one after another in one process with its Ray:
 # xdist_group("ray_reference"), the trainer runs that compare with the session's reference run, and
-# xdist_group("ray"), the others); the 25 slowest are listed at the end. TEST_WORKERS=0 runs them in this process.
+# xdist_group("ray"), the others); the 25 slowest and the time by test module are listed at the end.
+# TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
 test:
 	$(UV) run --locked pytest -m "not gpu and not learning" -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)

@@ -1,10 +1,12 @@
 """Repository-wide pytest hooks.
 
-GPU tests skip with a printed reason on a machine without CUDA; every other test runs.
+GPU tests skip with a printed reason on a machine without CUDA; every other test runs. With ``--durations``
+(``make test``) the summary ends with the time by test module.
 Simulator tests import their simulator through ``vlarl_envs.testing.require_simulator``,
 which turns a missing simulator into an error when ``VLARL_REQUIRE_SIMS=1`` (CI).
 """
 
+import collections
 import os
 import shutil
 import subprocess
@@ -47,3 +49,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+MODULES_SHOWN = 15
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, config):
+    """Under ``--durations``, the time of each test module's tests (setup, call and teardown, summed over
+    the test processes) after the slowest tests: where a change to the suite's time has to act."""
+    if config.option.durations is None:
+        return
+    by_module: collections.Counter[str] = collections.Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) in ("setup", "call", "teardown"):
+                by_module[report.nodeid.split("::")[0]] += report.duration
+    total = sum(by_module.values())
+    if not total:
+        return
+    shown = min(MODULES_SHOWN, len(by_module))
+    terminalreporter.write_sep("=", f"time by test module: {shown} of {len(by_module)}, {total:.0f} s in all")
+    for module, seconds in by_module.most_common(shown):
+        terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {module}")

@@ -36,12 +36,12 @@ REFERENCE_RUN = ["recipe=metaworld_10_ppo_openpi_tiny", *SMALL_RUN, "runner.max_
 resuming and of faults compare theirs with (the trainer's tests train it once a session)."""
 
 
-def load_script(path: str | os.PathLike) -> types.ModuleType:
+def load_script(path: str | os.PathLike, name: str | None = None) -> types.ModuleType:
     """A file of the repository's scripts/ or benchmarks/ (folders that are no package) imported as a module
-    named after the file. It is registered in ``sys.modules`` under that name before it runs: a dataclass
-    looks its module up there."""
+    named ``name`` (the file's own by default). It is registered in ``sys.modules`` under that name before it
+    runs: a dataclass looks its module up there."""
     path = Path(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
