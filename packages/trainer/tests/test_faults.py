@@ -59,35 +59,6 @@ def assert_same_training(expected: dict, got: dict) -> None:
 # ---------------------------------------------------------------------------------------------- in process
 
 
-def test_a_hung_env_worker_stops_the_run_with_its_stack(tmp_path, embedded_ray):
-    trainer = make_trainer(tmp_path, "cluster.call_timeout=15")
-    try:
-        trainer.train_step(0)
-        trainer.save(1)
-
-        def sleep_in_step(worker):
-            def sleep_forever(*args, **kwargs):
-                time.sleep(10**6)
-
-            worker.stages[0].envs[0].step = sleep_forever
-
-        ray.get(trainer.env.workers[0].__ray_call__.remote(sleep_in_step))
-        started = time.perf_counter()
-        with pytest.raises(WorkerHang) as hang:
-            trainer.train_step(1)
-        assert time.perf_counter() - started < 15 + 30
-    finally:
-        trainer.close()
-    message = str(hang.value)
-    assert "found no answer within 15 s" in message
-    env_stack = message.split("--- env worker 0")[1].split("---")[0]
-    assert "sleep_forever" in env_stack and "in step" in env_stack
-    assert "--- actor worker 0" in message and "--- rollout worker 0" in message
-    import vlarl_policies
-
-    vlarl_policies.from_pretrained(trainer.run_dir / "checkpoints" / "step_1" / "policy")
-
-
 def crash_on_first_step(worker):
     """Make the env worker's process exit mid-rollout, as a simulator's segfault ends it."""
     def crash(*args, **kwargs):
@@ -96,21 +67,48 @@ def crash_on_first_step(worker):
     worker.stages[0].envs[0].step = crash
 
 
-def test_a_crashed_env_worker_is_replaced_and_the_step_matches_an_unbroken_one(tmp_path, embedded_ray,
-                                                                             reference_metrics):
-    broken = make_trainer(tmp_path, name="broken")
+def hang_in_step(worker):
+    """Make the env worker's next step never return, as a simulator stuck in a contact solve."""
+    def sleep_forever(*args, **kwargs):
+        time.sleep(10**6)
+
+    worker.stages[0].envs[0].step = sleep_forever
+
+
+def test_a_crashed_env_worker_is_replaced_and_a_hung_one_stops_the_run_with_its_stack(tmp_path, embedded_ray,
+                                                                                     reference_metrics):
+    """Step 2's env worker exits mid-rollout: a new process replaces it and the step trains as the unbroken
+    reference run's did. Step 3's env worker (the new one) then hangs in a step: the run stops within
+    ``cluster.call_timeout`` with every worker's Python stack, and the checkpoint of step 2 loads."""
+    broken = make_trainer(tmp_path, "cluster.call_timeout=15", name="broken")
     try:
         first_pid = json.loads((broken.run_dir / "workers.json").read_text())["env"][0]
         got = [broken.train_step(0)]
         ray.get(broken.env.workers[0].__ray_call__.remote(crash_on_first_step))
         got.append(broken.train_step(1))
         replaced_pid = json.loads((broken.run_dir / "workers.json").read_text())["env"][0]
+        broken.save(2)
+
+        ray.get(broken.env.workers[0].__ray_call__.remote(hang_in_step))
+        started = time.perf_counter()
+        with pytest.raises(WorkerHang) as hang:
+            broken.train_step(2)
+        assert time.perf_counter() - started < 15 + 30
     finally:
         broken.close()
     assert [metrics["env/restarts"] for metrics in got] == [0.0, 1.0]
     assert replaced_pid != first_pid and not psutil.pid_exists(first_pid)
     for step, have in enumerate(got, start=1):
         assert_same_training(reference_metrics[step], have)
+
+    message = str(hang.value)
+    assert "found no answer within 15 s" in message
+    env_stack = message.split("--- env worker 0")[1].split("---")[0]
+    assert "sleep_forever" in env_stack and "in step" in env_stack
+    assert "--- actor worker 0" in message and "--- rollout worker 0" in message
+    import vlarl_policies
+
+    vlarl_policies.from_pretrained(broken.run_dir / "checkpoints" / "step_2" / "policy")
 
 
 def test_sigterm_during_a_rollout_abandons_it_and_checkpoints_the_last_finished_step(tmp_path, embedded_ray):

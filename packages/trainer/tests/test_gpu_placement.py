@@ -20,12 +20,13 @@ from vlarl_trainer.rl.workers.process import WorkerProcess
 pytestmark = pytest.mark.xdist_group("ray")
 
 LAYOUTS = {
-    # RLinf's names for how components share devices; each recipe's cluster.component_placement is one.
+    # RLinf's names for how components share devices; each recipe's cluster.component_placement is one of
+    # them, the GPU recipes' on 8 devices. Four show the same sharing with 31 worker processes, not 55.
     "collocated, 1 device": ({"env,rollout,actor": 0}, 1),
     "the CPU recipes' two env processes, 1 device": ({"env": "0:0-1", "rollout": 0, "actor": 0}, 1),
-    "collocated, 8 devices": ({"env,rollout,actor": "0-7"}, 8),
-    "disaggregated, 8 devices": ({"env": "0-1", "rollout": "2-5", "actor": "6-7"}, 8),
-    "hybrid, 8 devices": ({"actor": "0-7", "env": "0-3", "rollout": "4-7"}, 8),
+    "collocated, 4 devices": ({"env,rollout,actor": "0-3"}, 4),
+    "disaggregated, 4 devices": ({"env": 0, "rollout": "1-2", "actor": 3}, 4),
+    "hybrid, 4 devices": ({"actor": "0-3", "env": "0-1", "rollout": "2-3"}, 4),
 }
 
 
