@@ -41,7 +41,9 @@ def test_example_forward_inputs_have_the_keys_shapes_and_dtypes_act_stores(name,
     policy = vlarl_policies.make(name, preset="tiny", action_dim=3, state_dim=5, tokenizer_corpus=["pick up"])
     obs = make_obs(4)
     stored = policy.act(obs).forward_inputs
+    global_draws = torch.get_rng_state()
     example = policy.example_forward_inputs(obs)
+    assert torch.equal(torch.get_rng_state(), global_draws)  # a dry run leaves the caller's draws alone
     assert {key: (tuple(t.shape), t.dtype) for key, t in example.items()} == {
         key: (tuple(t.shape), t.dtype) for key, t in stored.items()}
     recomputed = policy.evaluate_actions(example)

@@ -231,11 +231,13 @@ class Pi0Policy(VLAPolicy):
     def example_forward_inputs(self, obs_batch: Mapping[str, Any]) -> dict[str, Tensor]:
         """The encoded observations, zero chains and as many stochastic steps as ``act`` stores. A drawn step
         is the last one here, never the first: the critic then needs an expert column of its own in
-        ``evaluate_actions``, the costlier of the two cases a sampled batch can give."""
+        ``evaluate_actions``, the costlier of the two cases a sampled batch can give. The steps' count comes
+        from ``act``'s own choice, drawn from a generator of its own so that torch's global one stays as the
+        caller left it."""
         config = self.config
         inputs = self.observation_encoder(obs_batch)
         batch = inputs["states"].shape[0]
-        steps = self._stochastic_steps(batch, deterministic=False, generator=None)
+        steps = self._stochastic_steps(batch, deterministic=False, generator=torch.Generator())
         return {
             **inputs,
             "chains": torch.zeros(batch, config.num_steps + 1, config.action_horizon, config.max_action_dim),
