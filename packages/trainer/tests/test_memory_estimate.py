@@ -15,6 +15,7 @@ from vlarl_trainer.config import available_recipes, load_config
 from vlarl_trainer.rl.memory import (
     estimate_config_memory,
     observation_batch,
+    parameters_reached,
     saved_activation_bytes,
     state_bytes,
 )
@@ -82,6 +83,36 @@ def test_fake_activation_count_equals_the_real_one(name):
                                      compute_entropy=config.algorithm.entropy_coef > 0, compute_values=True)
     assert memory.activations == pytest.approx(real, rel=0.02)
     assert memory.activations > 0
+
+
+class Branches(torch.nn.Module):
+    """Parameters a loss reaches in each way there is, and parameters it does not reach."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trained = torch.nn.Linear(3, 3)
+        self.checkpointed = torch.nn.Linear(3, 3)
+        self.frozen = torch.nn.Linear(3, 3).requires_grad_(False)
+        self.detached = torch.nn.Linear(3, 3)
+        self.unused = torch.nn.Linear(3, 3)
+        self.shared = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        scaled = self.trained(x) * self.shared
+        hidden = torch.utils.checkpoint.checkpoint(self.checkpointed, scaled, use_reentrant=False)
+        return [self.frozen(hidden).sum(dim=1), (hidden + self.detached(x).detach()).sum(dim=1) * self.shared.sum()]
+
+
+def test_the_parameters_the_graph_reaches_are_those_backward_gives_a_gradient():
+    module = Branches()
+    outputs = module(torch.ones(2, 3))
+    reached = parameters_reached(outputs, module)
+    sum(output.sum() for output in outputs).backward()
+    with_gradient = [parameter for parameter in module.parameters() if parameter.grad is not None]
+    assert [id(p) for p in reached] == [id(p) for p in with_gradient]
+    names = {id(p): name for name, p in module.named_parameters()}
+    assert sorted(names[id(p)] for p in reached) == [
+        "checkpointed.bias", "checkpointed.weight", "shared", "trained.bias", "trained.weight"]
 
 
 def test_offload_frees_the_rank_between_updates_and_fsdp_shards_it():

@@ -5,6 +5,7 @@ the precision and FSDP's sharding. Activations are the tensors ``evaluate_action
 pass on one micro-batch, counted by running ``evaluate_actions`` on fake tensors (shapes and dtypes, no
 data) with the policy's ``example_forward_inputs`` (what ``act`` would store, without sampling), so the
 published sizes cost no memory. Branches that depend on values take the costlier side: every check passes.
+Gradients and optimizer state are counted for the parameters that graph reaches, found without a backward pass.
 """
 
 from __future__ import annotations
@@ -186,10 +187,26 @@ def saved_activation_bytes(policy: torch.nn.Module, forward_inputs: dict[str, to
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor), autocast:
         output = policy.evaluate_actions(forward_inputs, compute_entropy=compute_entropy, compute_values=compute_values)
     outputs = [tensor for tensor in (output.logprobs, output.entropy, output.values) if tensor is not None]
-    sum(tensor.float().sum() for tensor in outputs).backward()
-    reached = [p for p in policy.parameters() if p.requires_grad and p.grad is not None]
-    policy.zero_grad(set_to_none=True)
-    return sum(kept.values()), reached
+    return sum(kept.values()), parameters_reached(outputs, policy)
+
+
+def parameters_reached(outputs: list[torch.Tensor], policy: torch.nn.Module) -> list[torch.Tensor]:
+    """The trainable parameters of ``policy`` that a backward pass from ``outputs`` gives a gradient: the
+    leaves of the outputs' autograd graph, found by walking the graph rather than running the backward,
+    which through fake tensors takes longer than the forward (its recomputed checkpointed layers too)."""
+    leaves: set[int] = set()
+    seen: set[Any] = set()
+    pending = [tensor.grad_fn for tensor in outputs if tensor.grad_fn is not None]
+    while pending:
+        node = pending.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        leaf = getattr(node, "variable", None)  # an AccumulateGrad node's: the leaf its gradient goes to
+        if leaf is not None:
+            leaves.add(id(leaf))
+        pending.extend(successor for successor, _ in node.next_functions if successor is not None)
+    return [parameter for parameter in policy.parameters() if parameter.requires_grad and id(parameter) in leaves]
 
 
 def policy_for_estimate(config: VlarlConfig, layout: Layout, instructions: list[str]) -> torch.nn.Module:
