@@ -20,8 +20,11 @@ system-deps:
 	bash scripts/install_system_deps.sh
 
 # --inexact: calvin_env is installed outside the lock (`make calvin`) and a plain sync would remove it.
+# --compile-bytecode: every process (each Ray worker, each test subprocess) then reads torch's and
+# transformers' bytecode instead of compiling their sources, which it does on every import where
+# PYTHONDONTWRITEBYTECODE is set.
 sync:
-	$(UV) sync --locked --inexact --all-packages --all-extras
+	$(UV) sync --locked --inexact --all-packages --all-extras --compile-bytecode
 
 # CALVIN's simulator and annotations, which no registry serves, from their repositories at pinned commits;
 # CALVIN_ENV_SRC and CALVIN_ANNOTATIONS_SRC point elsewhere (folders, as .ci/run does): see the script.
