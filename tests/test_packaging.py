@@ -2,7 +2,7 @@
 project to pip: the MIT licence shipped, authors, classifiers and links."""
 
 import email
-import importlib
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -126,3 +126,12 @@ def test_envs_installs_alone_and_gym_make_works(tmp_path):
     result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "(4,)" in result.stdout
+
+
+@pytest.mark.parametrize("module", ["torch", "transformers.modeling_utils", "ray", "mujoco"])
+def test_the_environment_holds_the_bytecode_of_its_heavy_imports(module):
+    """`make setup` compiles the environment's bytecode: without it, a process started where
+    PYTHONDONTWRITEBYTECODE is set compiles these sources again (each Ray worker, each test subprocess)."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.cached, f"{module} is not importable from a source file"
+    assert Path(spec.cached).is_file(), f"{module} has no bytecode at {spec.cached}: run `make sync`"
