@@ -21,7 +21,7 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 LAYOUTS = {
     # RLinf's names for how components share devices; each recipe's cluster.component_placement is one of
-    # them, the GPU recipes' on 8 devices. Four show the same sharing with 31 worker processes, not 55.
+    # them, the GPU recipes' on 8 devices. Four devices show the same sharing with fewer worker processes.
     "collocated, 1 device": ({"env,rollout,actor": 0}, 1),
     "the CPU recipes' two env processes, 1 device": ({"env": "0:0-1", "rollout": 0, "actor": 0}, 1),
     "collocated, 4 devices": ({"env,rollout,actor": "0-3"}, 4),
