@@ -14,8 +14,9 @@ groups' unweighted mean (RLinf's "Avg.") and the mean over every episode. With `
 each named split's success and lift (CALVIN's ``test abc_test``). With ``--chains``, a table of
 CALVIN's chains: the success of 1 to 5 tasks in a row and the average length, before RL and after each
 of ``--steps``. A run whose config trained on some of the tasks only (``rollout.tasks``) also gets a table
-of the trained tasks' and the other tasks' test success, before RL and after each of ``--steps``; one
-where ``rollout.task_repeats`` deals some tasks more often has a row for each count of deals.
+of the trained tasks' and the other tasks' success, before RL and after each of ``--steps``, on the test
+split or on each of ``--splits``; one where ``rollout.task_repeats`` deals some tasks more often has a row
+for each count of deals.
 
     uv run --locked python scripts/results_table.py docs/results/main-job-runs/mt50-seed0 --steps 15 30 \
         --groups easy medium hard very_hard
@@ -40,7 +41,9 @@ from pathlib import Path
 from vlarl_trainer.metrics import logged_seconds, read_metrics
 
 MEAN_METRIC = "eval/success_once"
-TASK_METRIC_PREFIX = "eval/test/success_once/"
+def task_metric_prefix(split: str) -> str:
+    """What the evaluator logs a task's success on ``split`` as, before the task's name."""
+    return f"eval/{split}/success_once/"
 CHAIN_LENGTH = 5
 CHAIN_SUCCESS_METRICS = [f"eval/chains/success_{k}" for k in range(1, CHAIN_LENGTH + 1)]
 CHAIN_AVERAGE_LENGTH_METRIC = "eval/chains/average_length"
@@ -79,14 +82,14 @@ class RunRecord:
         """Points of held-out success (``metric``: the mean by default) gained from before RL to after ``step``."""
         return 100 * (self.success(step, metric) - self.success(0, metric))
 
-    def tasks(self) -> list[str]:
-        return sorted(key.removeprefix(TASK_METRIC_PREFIX) for key in self.evaluations[0]
-                      if key.startswith(TASK_METRIC_PREFIX))
+    def tasks(self, split: str = "test") -> list[str]:
+        prefix = task_metric_prefix(split)
+        return sorted(key.removeprefix(prefix) for key in self.evaluations[0] if key.startswith(prefix))
 
-    def mean_over_tasks(self, step: int, tasks: list[str]) -> float:
-        """The mean test success of ``tasks`` after ``step``: their episodes' mean, each task scoring as
-        many episodes."""
-        return sum(self.success(step, TASK_METRIC_PREFIX + task) for task in tasks) / len(tasks)
+    def mean_over_tasks(self, step: int, tasks: list[str], split: str = "test") -> float:
+        """The mean success of ``tasks`` on ``split`` after ``step``: their episodes' mean, each task scoring
+        as many episodes."""
+        return sum(self.success(step, task_metric_prefix(split) + task) for task in tasks) / len(tasks)
 
     def has(self, step: int) -> bool:
         return step in self.evaluations
@@ -176,7 +179,7 @@ def task_table(records: list[RunRecord], last_step: int) -> str:
     header = ["task"] + [f"seed {record.seed} {when}" for record in records for when in ("before", "after")]
     lines = [table_row(header), table_row(["---"] * len(header))]
     for task in records[0].tasks():
-        metric = TASK_METRIC_PREFIX + task
+        metric = task_metric_prefix("test") + task
         lines.append(table_row([task] + [f"{record.success(step, metric):.1f}"
                                          for record in records for step in (0, last_step)]))
     return "\n".join(lines)
@@ -209,26 +212,27 @@ def split_table(records: list[RunRecord], steps: list[int], splits: list[str]) -
     return "\n".join(lines)
 
 
-def trained_table(records: list[RunRecord], steps: list[int]) -> str:
-    """The test success of the tasks RL trained on (``rollout.tasks``) and of the others, before RL and after
-    each of ``steps``, with the lift: two rows per run that trained on some tasks only, or one for each count
-    of deals (``rollout.task_repeats``) and the others."""
-    header = ["seed", "run", "tasks", "SFT (before RL)", *(f"after {step} RL steps (lift)" for step in steps)]
+def trained_table(records: list[RunRecord], steps: list[int], splits: tuple[str, ...] = ("test",)) -> str:
+    """The success of the tasks RL trained on (``rollout.tasks``) and of the others on each of ``splits``,
+    before RL and after each of ``steps``, with the lift: two rows per run and split where a run trained on
+    some tasks only, or one for each count of deals (``rollout.task_repeats``) and the others."""
+    header = ["seed", "run", "split", "tasks", "SFT (before RL)", *(f"after {step} RL steps (lift)" for step in steps)]
     lines = [table_row(header), table_row(["---"] * len(header))]
     for record in records:
-        every_task = record.tasks()
-        unknown = sorted(set(record.trained_tasks) - set(every_task))
-        if unknown:
-            raise ValueError(f"{record.name} trained on {unknown}, which its evaluation does not score; "
-                             f"it scores {every_task}")
-        others = [task for task in every_task if task not in record.trained_tasks]
-        for label, tasks in (*trained_rows(record), (f"others ({len(others)})", others)):
-            if not tasks:
-                continue
-            before = record.mean_over_tasks(0, tasks)
-            cells = [value_and_lift(record.mean_over_tasks(step, tasks), before) if record.has(step) else "-"
-                     for step in steps]
-            lines.append(table_row([str(record.seed), f"`{record.name}`", label, f"{before:.2f}", *cells]))
+        for split in splits:
+            every_task = record.tasks(split)
+            unknown = sorted(set(record.trained_tasks) - set(every_task))
+            if unknown:
+                raise ValueError(f"{record.name} trained on {unknown}, which its evaluation does not score on "
+                                 f"{split}; it scores {every_task}")
+            others = [task for task in every_task if task not in record.trained_tasks]
+            for label, tasks in (*trained_rows(record), (f"others ({len(others)})", others)):
+                if not tasks:
+                    continue
+                before = record.mean_over_tasks(0, tasks, split)
+                cells = [value_and_lift(record.mean_over_tasks(step, tasks, split), before)
+                         if record.has(step) else "-" for step in steps]
+                lines.append(table_row([str(record.seed), f"`{record.name}`", split, label, f"{before:.2f}", *cells]))
     return "\n".join(lines)
 
 
@@ -296,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
             print("\n" + group_table(finished, last, args.groups, args.split))
     trained_on_some = [record for record in records if record.trained_tasks]
     if trained_on_some:
-        print("\n" + trained_table(trained_on_some, args.steps))
+        print("\n" + trained_table(trained_on_some, args.steps, tuple(args.splits) or ("test",)))
     if args.splits:
         print("\n" + split_table(records, args.steps, args.splits))
     if args.chains:

@@ -197,9 +197,10 @@ def test_trained_table_parts_the_tasks_rl_played_from_the_others(tmp_path):
     script = load_script(SCRIPT)
     record = script.read_record(folder)
     table = script.trained_table([record], [2, 4]).splitlines()
-    assert table[0] == "| seed | run | tasks | SFT (before RL) | after 2 RL steps (lift) | after 4 RL steps (lift) |"
-    assert table[2:] == ["| 0 | `mt50-focus-seed0` | trained (2) | 0.10 | 0.50 (+40) | - |",
-                         "| 0 | `mt50-focus-seed0` | others (1) | 0.40 | 0.20 (-20) | - |"]
+    assert table[0] == ("| seed | run | split | tasks | SFT (before RL) | after 2 RL steps (lift) "
+                        "| after 4 RL steps (lift) |")
+    assert table[2:] == ["| 0 | `mt50-focus-seed0` | test | trained (2) | 0.10 | 0.50 (+40) | - |",
+                         "| 0 | `mt50-focus-seed0` | test | others (1) | 0.40 | 0.20 (-20) | - |"]
     results["config"]["rollout"]["tasks"] = ["door-open-v3", "drawer-open-v3"]
     (folder / "results.json").write_text(json.dumps(results))
     with pytest.raises(ValueError, match=r"trained on \['drawer-open-v3'\], which its evaluation does not score"):
@@ -218,9 +219,34 @@ def test_trained_table_gives_each_count_of_deals_its_row(tmp_path):
     (folder / "results.json").write_text(json.dumps(results))
     script = load_script(SCRIPT)
     table = script.trained_table([script.read_record(folder)], [2]).splitlines()
-    assert table[2:] == ["| 0 | `mt50-repeat-seed0` | dealt 2x (2) | 0.10 | 0.50 (+40) |",
-                         "| 0 | `mt50-repeat-seed0` | dealt 1x (1) | 0.40 | 0.60 (+20) |",
-                         "| 0 | `mt50-repeat-seed0` | others (1) | 1.00 | 0.80 (-20) |"]
+    assert table[2:] == ["| 0 | `mt50-repeat-seed0` | test | dealt 2x (2) | 0.10 | 0.50 (+40) |",
+                         "| 0 | `mt50-repeat-seed0` | test | dealt 1x (1) | 0.40 | 0.60 (+20) |",
+                         "| 0 | `mt50-repeat-seed0` | test | others (1) | 1.00 | 0.80 (-20) |"]
+
+
+def test_trained_table_parts_each_named_split_by_its_own_tasks(tmp_path, capsys):
+    """CALVIN's ``--splits test abc_test``: the trained tasks and the others on scene D and on A-C, each
+    from that split's per-task success, and a split whose tasks lack one the run trained on is refused."""
+    folder = tmp_path / "calvin-focus-seed0"
+    before = evaluation(0, {"open_drawer": 0.2, "turn_on_led": 0.0})
+    before.update({"eval/test/success_once": 0.1, "eval/abc_test/success_once": 0.3,
+                   "eval/abc_test/success_once/open_drawer": 0.4, "eval/abc_test/success_once/turn_on_led": 0.2})
+    after = evaluation(2, {"open_drawer": 0.2, "turn_on_led": 0.2})
+    after.update({"eval/test/success_once": 0.2, "eval/abc_test/success_once": 0.5,
+                  "eval/abc_test/success_once/open_drawer": 1.0, "eval/abc_test/success_once/turn_on_led": 0.0})
+    write_record(folder, 0, 2, [before, *training_steps(1, 2), after], in_rl=True)
+    results = json.loads((folder / "results.json").read_text())
+    results["config"] = {"runner": {"seed": 0, "max_steps": 2}, "rollout": {"tasks": ["open_drawer"]}}
+    (folder / "results.json").write_text(json.dumps(results))
+    script = load_script(SCRIPT)
+    script.main([str(folder), "--steps", "2", "--splits", "test", "abc_test"])
+    out = capsys.readouterr().out
+    assert "| 0 | `calvin-focus-seed0` | test | trained (1) | 0.20 | 0.20 (+0) |" in out
+    assert "| 0 | `calvin-focus-seed0` | test | others (1) | 0.00 | 0.20 (+20) |" in out
+    assert "| 0 | `calvin-focus-seed0` | abc_test | trained (1) | 0.40 | 1.00 (+60) |" in out
+    assert "| 0 | `calvin-focus-seed0` | abc_test | others (1) | 0.20 | 0.00 (-20) |" in out
+    with pytest.raises(ValueError, match=r"does not score on vision"):
+        script.trained_table([script.read_record(folder)], [2], ("vision",))
 
 
 def test_main_prints_the_trained_table_only_for_runs_that_trained_on_some_tasks(records, capsys):
