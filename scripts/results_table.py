@@ -41,13 +41,17 @@ from pathlib import Path
 from vlarl_trainer.metrics import logged_seconds, read_metrics
 
 MEAN_METRIC = "eval/success_once"
-def task_metric_prefix(split: str) -> str:
-    """What the evaluator logs a task's success on ``split`` as, before the task's name."""
-    return f"eval/{split}/success_once/"
+TEST_SPLIT = "test"
+"""The split the per-task table reads, and the trained-task table where ``--splits`` names none."""
 CHAIN_LENGTH = 5
 CHAIN_SUCCESS_METRICS = [f"eval/chains/success_{k}" for k in range(1, CHAIN_LENGTH + 1)]
 CHAIN_AVERAGE_LENGTH_METRIC = "eval/chains/average_length"
 """What the trainer logs for CALVIN's chains (``vlarl_trainer.rl.evaluation.CHAIN_PREFIX``)."""
+
+
+def task_metric_prefix(split: str) -> str:
+    """What the evaluator logs a task's success on ``split`` as, before the task's name."""
+    return f"eval/{split}/success_once/"
 
 
 @dataclass(frozen=True)
@@ -82,11 +86,11 @@ class RunRecord:
         """Points of held-out success (``metric``: the mean by default) gained from before RL to after ``step``."""
         return 100 * (self.success(step, metric) - self.success(0, metric))
 
-    def tasks(self, split: str = "test") -> list[str]:
+    def tasks(self, split: str = TEST_SPLIT) -> list[str]:
         prefix = task_metric_prefix(split)
         return sorted(key.removeprefix(prefix) for key in self.evaluations[0] if key.startswith(prefix))
 
-    def mean_over_tasks(self, step: int, tasks: list[str], split: str = "test") -> float:
+    def mean_over_tasks(self, step: int, tasks: list[str], split: str = TEST_SPLIT) -> float:
         """The mean success of ``tasks`` on ``split`` after ``step``: their episodes' mean, each task scoring
         as many episodes."""
         return sum(self.success(step, task_metric_prefix(split) + task) for task in tasks) / len(tasks)
@@ -179,7 +183,7 @@ def task_table(records: list[RunRecord], last_step: int) -> str:
     header = ["task"] + [f"seed {record.seed} {when}" for record in records for when in ("before", "after")]
     lines = [table_row(header), table_row(["---"] * len(header))]
     for task in records[0].tasks():
-        metric = task_metric_prefix("test") + task
+        metric = task_metric_prefix(TEST_SPLIT) + task
         lines.append(table_row([task] + [f"{record.success(step, metric):.1f}"
                                          for record in records for step in (0, last_step)]))
     return "\n".join(lines)
@@ -212,7 +216,7 @@ def split_table(records: list[RunRecord], steps: list[int], splits: list[str]) -
     return "\n".join(lines)
 
 
-def trained_table(records: list[RunRecord], steps: list[int], splits: tuple[str, ...] = ("test",)) -> str:
+def trained_table(records: list[RunRecord], steps: list[int], splits: tuple[str, ...] = (TEST_SPLIT,)) -> str:
     """The success of the tasks RL trained on (``rollout.tasks``) and of the others on each of ``splits``,
     before RL and after each of ``steps``, with the lift: two rows per run and split where a run trained on
     some tasks only, or one for each count of deals (``rollout.task_repeats``) and the others."""
@@ -281,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="RL steps whose evaluation gets a column; the last is the 'after' column")
     parser.add_argument("--groups", nargs="+", default=[],
                         help="the env family's groups, in column order (MT50: easy medium hard very_hard)")
-    parser.add_argument("--split", default="test", help="the split whose groups --groups reads (default: test)")
+    parser.add_argument("--split", default=TEST_SPLIT, help="the split whose groups --groups reads (default: test)")
     parser.add_argument("--splits", nargs="+", default=[],
                         help="also a table of these splits' success and lift (CALVIN: test abc_test)")
     parser.add_argument("--chains", action="store_true",
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
             print("\n" + group_table(finished, last, args.groups, args.split))
     trained_on_some = [record for record in records if record.trained_tasks]
     if trained_on_some:
-        print("\n" + trained_table(trained_on_some, args.steps, tuple(args.splits) or ("test",)))
+        print("\n" + trained_table(trained_on_some, args.steps, tuple(args.splits) or (TEST_SPLIT,)))
     if args.splits:
         print("\n" + split_table(records, args.steps, args.splits))
     if args.chains:
