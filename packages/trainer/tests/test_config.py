@@ -291,6 +291,7 @@ def test_bad_overrides(overrides, message):
         (["eval.sampling=greedy"], r"eval.sampling must be one of \('deterministic', .*\), got 'greedy'"),
         (["eval.also_sampling=[sample, mode]"], r"eval.also_sampling: every mode must be one of .*, got \['mode'\]"),
         (["eval.also_sampling=[deterministic]"], "eval.also_sampling repeats eval.sampling"),
+        (["eval.first_episode_id=-1"], r"eval.first_episode_id must be an episode id \(>= 0\), got -1"),
         (["algorithm.name=grpo", "algorithm.group_size=7"], "multiple of algorithm.group_size"),
         (["algorithm.name=grpo", "algorithm.normalize_per_task=true"], "needs algorithm.name=ppo .* got name='grpo'"),
         (["algorithm.normalize_advantages=false", "algorithm.normalize_per_task=true"],

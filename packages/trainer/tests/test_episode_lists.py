@@ -56,6 +56,15 @@ def test_evaluation_keeps_each_env_on_one_task():
         assert len({round_[env]["task"] for round_ in rounds}) == 1
 
 
+def test_evaluation_from_a_first_episode_id_plays_ids_no_default_evaluation_plays():
+    default = evaluation_options(mt10("eval.episodes_per_task=4", "eval.splits=[train,test]"))
+    later = evaluation_options(mt10("eval.episodes_per_task=4", "eval.splits=[train,test]",
+                                    "eval.first_episode_id=100"))
+    assert [(entry["split"], entry["task"], entry["episode_id"] + 100) for entry in default] == [
+        (entry["split"], entry["task"], entry["episode_id"]) for entry in later]
+    assert {entry["episode_id"] for entry in later} == {100, 101, 102, 103}
+
+
 def test_a_single_task_env_keeps_its_task():
     config = mt10("env.id=vlarl/MetaWorld-reach-v3")
     entries = training_options(config, 0, 0) + training_options(config, 1, 0) + evaluation_options(config)

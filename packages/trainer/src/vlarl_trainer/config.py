@@ -186,6 +186,10 @@ class EvalConfig:
     """Evaluate every N training steps (0: only before the first and after the last step)."""
     at_start: bool = True
     episodes_per_task: int = 5
+    first_episode_id: int = 0
+    """Evaluations play episode ids first_episode_id .. +episodes_per_task-1 of each task and split. A job's
+    demonstrations start at id 0 of ``train`` too, so a later start scores ``train`` layouts SFT never saw
+    (PutOnPlate: ``eval.first_episode_id=100`` after 100 demonstrations)."""
     splits: list[str] = field(default_factory=lambda: ["test"])
     video: bool = False
     """Record one captioned mp4 per env worker and evaluation."""

@@ -41,22 +41,25 @@ GROUP_MEAN = "group_mean_success_once"
 
 
 def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
-    """Episode ids 0..episodes_per_task-1 for every task of the evaluation env and every split, in a
-    fixed order.
+    """Episode ids first_episode_id..+episodes_per_task-1 (``eval.*``) for every task of the evaluation env
+    and every split, in a fixed order.
 
     Tasks alternate within an episode id, so when the number of envs is a multiple of the
     number of tasks, each env plays one task throughout: a multi-task env then builds one
     simulator, not one per task (MetaWorld MT10 on 20 envs: 20 simulators instead of 200)."""
     check_eval_splits(config)
     config = evaluation_env(config)
-    return episode_options(env_tasks(config), config.eval.splits, config.eval.episodes_per_task)
+    return episode_options(env_tasks(config), config.eval.splits, config.eval.episodes_per_task,
+                           config.eval.first_episode_id)
 
 
-def episode_options(tasks: list[str], splits: list[str], episodes_per_task: int) -> list[dict[str, Any]]:
-    """Episode ids 0..episodes_per_task-1 of every task in every split, tasks alternating within an id."""
+def episode_options(tasks: list[str], splits: list[str], episodes_per_task: int, first_episode_id: int = 0
+                    ) -> list[dict[str, Any]]:
+    """Episode ids first_episode_id..+episodes_per_task-1 of every task in every split, tasks alternating
+    within an id."""
     return [{"episode_id": episode_id, "split": split, "task": task}
             for split in splits
-            for episode_id in range(episodes_per_task)
+            for episode_id in range(first_episode_id, first_episode_id + episodes_per_task)
             for task in tasks]
 
 
@@ -148,10 +151,10 @@ def evaluate_config(config: VlarlConfig, shards: Shards, chunk_steps: int, video
 
 
 def training_env_options(config: VlarlConfig) -> list[dict[str, Any]]:
-    """The episodes ``eval.training_env_splits`` asks of the training env: ids 0..episodes_per_task-1 of its
-    every task in each split named, in ``evaluation_options``' order."""
+    """The episodes ``eval.training_env_splits`` asks of the training env: the ids ``evaluation_options``
+    plays, of its every task in each split named, in the same order."""
     splits = list(dict.fromkeys(config.eval.training_env_splits.values()))
-    return episode_options(env_tasks(config), splits, config.eval.episodes_per_task)
+    return episode_options(env_tasks(config), splits, config.eval.episodes_per_task, config.eval.first_episode_id)
 
 
 def add_training_env_splits(report: dict[str, Any], config: VlarlConfig, shards: Shards, chunk_steps: int

@@ -239,6 +239,12 @@ def check_cluster_limits(config: VlarlConfig) -> None:
             f"intact one before it), got {keep_last}")
 
 
+def check_eval_episodes(config: VlarlConfig) -> None:
+    """``eval.first_episode_id`` is an episode id; an id past a fixed split's end is the env's to name."""
+    require(config.eval.first_episode_id >= 0,
+            f"eval.first_episode_id must be an episode id (>= 0), got {config.eval.first_episode_id}")
+
+
 def check_eval_sampling(config: VlarlConfig) -> None:
     """``eval.sampling`` and every mode of ``eval.also_sampling`` name a mode of ``EVAL_SAMPLING_MODES``."""
     require(config.eval.sampling in EVAL_SAMPLING_MODES,
@@ -260,6 +266,7 @@ def validate(config: VlarlConfig, training: bool = True, estimate_only: bool = F
         check_training(config)
     require(config.runner.torch_threads >= 1, f"runner.torch_threads must be >= 1, got {config.runner.torch_threads}")
     check_loggers(config.runner.logger)
+    check_eval_episodes(config)
     check_eval_sampling(config)
     check_cluster_limits(config)
     placement = parse_component_placement(config.cluster.component_placement, placement_devices(config))
