@@ -188,8 +188,8 @@ class EvalConfig:
     episodes_per_task: int = 5
     first_episode_id: int = 0
     """Evaluations play episode ids first_episode_id .. +episodes_per_task-1 of each task and split. A job's
-    demonstrations start at id 0 of ``train`` too, so a later start scores ``train`` layouts SFT never saw
-    (PutOnPlate: ``eval.first_episode_id=100`` after 100 demonstrations)."""
+    demonstrations take ``train`` ids from ``collect.first_episode_id`` (0), one per attempt, so a start past
+    the last id tried scores ``train`` layouts SFT never saw (PutOnPlate: 100 after 100 of 100 attempts)."""
     splits: list[str] = field(default_factory=lambda: ["test"])
     video: bool = False
     """Record one captioned mp4 per env worker and evaluation."""

@@ -53,7 +53,7 @@ def evaluation_options(config: VlarlConfig) -> list[dict[str, Any]]:
                            config.eval.first_episode_id)
 
 
-def episode_options(tasks: list[str], splits: list[str], episodes_per_task: int, first_episode_id: int = 0
+def episode_options(tasks: list[str], splits: list[str], episodes_per_task: int, first_episode_id: int
                     ) -> list[dict[str, Any]]:
     """Episode ids first_episode_id..+episodes_per_task-1 of every task in every split, tasks alternating
     within an id."""
